@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The whole test suite: installs missing tools, checks formatting, lints, the proto contract,
+# runs every Rust test (Redis tests start their own redis-server), the Python client test
+# against a real server, and the Helm chart checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "setup"
+scripts/setup.sh
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy"
+cargo clippy --all-targets --locked -- -D warnings
+
+step "buf lint"
+(cd proto && buf lint)
+
+step "cargo test"
+cargo test --locked --all-targets
+
+step "python client"
+cargo build --locked --bin agentd
+python3 -m pytest -q tests/python
+
+if [ -x scripts/check-chart.sh ]; then
+  step "helm chart"
+  scripts/check-chart.sh
+fi
+
+printf '\nall checks passed\n'

@@ -1,0 +1,42 @@
+//! gRPC adapters only: proto <-> domain conversion and status mapping. No business rules live
+//! here; they are in [`crate::tasks`], [`crate::tasklist`] and the agent modules.
+
+pub mod agents;
+pub mod approvals;
+pub mod error;
+pub mod tasks;
+
+use crate::config::Limits;
+use crate::store::ThreadKey;
+use error::Violations;
+
+/// Checks an id field: bounded length, no control characters. Empty is allowed here; callers
+/// decide what empty means.
+pub(crate) fn check_id(v: &mut Violations, field: &str, value: &str, limits: &Limits) {
+    if value.len() > limits.max_id_bytes {
+        v.add(
+            field,
+            format!("must be at most {} bytes", limits.max_id_bytes),
+        );
+    } else if value.chars().any(char::is_control) {
+        v.add(field, "must not contain control characters");
+    }
+}
+
+/// Checks a text field's length.
+pub(crate) fn check_text(v: &mut Violations, field: &str, value: &str, limits: &Limits) {
+    if value.len() > limits.max_text_bytes {
+        v.add(
+            field,
+            format!("must be at most {} bytes", limits.max_text_bytes),
+        );
+    }
+}
+
+/// The thread a request names, or `None` when either id is empty (no memory).
+pub(crate) fn thread_key(thread_id: &str, resource_id: &str) -> Option<ThreadKey> {
+    (!thread_id.is_empty() && !resource_id.is_empty()).then(|| ThreadKey {
+        thread_id: thread_id.to_owned(),
+        resource_id: resource_id.to_owned(),
+    })
+}

@@ -1,0 +1,274 @@
+//! `agentd.v1.TaskService`: converts requests to the reference's tool arguments, runs the
+//! shared task-list code and converts the outcome back.
+
+use futures::StreamExt;
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status};
+
+use super::error::Violations;
+use super::{check_id, check_text, thread_key};
+use crate::config::Limits;
+use crate::pb;
+use crate::tasklist::TaskLists;
+use crate::tasks::{self, Task};
+
+/// The TaskService implementation.
+pub struct TaskApi {
+    lists: TaskLists,
+    limits: Limits,
+    shutdown: CancellationToken,
+}
+
+impl TaskApi {
+    /// A TaskService over `lists`; `shutdown` ends open Watch streams.
+    pub fn new(lists: TaskLists, limits: Limits, shutdown: CancellationToken) -> Self {
+        Self {
+            lists,
+            limits,
+            shutdown,
+        }
+    }
+
+    fn check_thread(&self, v: &mut Violations, thread_id: &str, resource_id: &str) {
+        check_id(v, "thread_id", thread_id, &self.limits);
+        check_id(v, "resource_id", resource_id, &self.limits);
+    }
+}
+
+/// Converts a validation failure into INVALID_ARGUMENT naming the reference's field paths.
+fn invalid(err: &tasks::ValidationError) -> Status {
+    let mut v = Violations::default();
+    for issue in &err.issues {
+        v.add(issue.path.clone(), issue.message.clone());
+    }
+    v.into_status()
+}
+
+fn task_to_pb(task: Task) -> pb::Task {
+    pb::Task {
+        status: task.status.as_str().to_owned(),
+        id: task.id,
+        content: task.content,
+        active_form: task.active_form,
+    }
+}
+
+fn tasks_to_pb(tasks: Vec<Task>) -> Vec<pb::Task> {
+    tasks.into_iter().map(task_to_pb).collect()
+}
+
+fn error_code(code: tasks::ErrorCode) -> pb::TaskErrorCode {
+    match code {
+        tasks::ErrorCode::None => pb::TaskErrorCode::Unspecified,
+        tasks::ErrorCode::MemoryRequired => pb::TaskErrorCode::MemoryRequired,
+        tasks::ErrorCode::TaskNotFound => pb::TaskErrorCode::TaskNotFound,
+        tasks::ErrorCode::MultipleInProgress => pb::TaskErrorCode::MultipleInProgress,
+        tasks::ErrorCode::InvalidArguments => pb::TaskErrorCode::InvalidArguments,
+    }
+}
+
+fn result_to_pb(outcome: tasks::Outcome) -> pb::TaskResult {
+    pb::TaskResult {
+        content: outcome.content,
+        tasks: tasks_to_pb(outcome.tasks),
+        is_error: outcome.is_error,
+        error_code: error_code(outcome.error_code).into(),
+    }
+}
+
+fn check_to_pb(outcome: tasks::CheckOutcome) -> pb::TaskCheckResult {
+    let s = outcome.summary;
+    pb::TaskCheckResult {
+        content: outcome.content,
+        tasks: tasks_to_pb(outcome.tasks),
+        is_error: outcome.is_error,
+        error_code: error_code(outcome.error_code).into(),
+        summary: Some(pb::TaskSummary {
+            total: to_i32(s.total),
+            completed: to_i32(s.completed),
+            in_progress: to_i32(s.in_progress),
+            pending: to_i32(s.pending),
+            incomplete: to_i32(s.incomplete),
+            has_tasks: s.has_tasks,
+            all_completed: s.all_completed,
+        }),
+        incomplete_tasks: tasks_to_pb(outcome.incomplete_tasks),
+    }
+}
+
+fn to_i32(n: u32) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+/// The `task_write` arguments a WriteRequest stands for.
+fn write_args(req: &pb::WriteRequest) -> Value {
+    let tasks: Vec<Value> = req
+        .tasks
+        .iter()
+        .map(|t| {
+            let mut task = Map::new();
+            if let Some(id) = &t.id {
+                task.insert("id".into(), json!(id));
+            }
+            task.insert("content".into(), json!(t.content));
+            task.insert("status".into(), json!(t.status));
+            task.insert("activeForm".into(), json!(t.active_form));
+            Value::Object(task)
+        })
+        .collect();
+    json!({ "tasks": tasks })
+}
+
+/// The `task_update` arguments an UpdateRequest stands for.
+fn update_args(req: &pb::UpdateRequest) -> Value {
+    let mut args = Map::new();
+    args.insert("id".into(), json!(req.id));
+    for (name, value) in [
+        ("content", &req.content),
+        ("status", &req.status),
+        ("activeForm", &req.active_form),
+    ] {
+        if let Some(value) = value {
+            args.insert(name.into(), json!(value));
+        }
+    }
+    Value::Object(args)
+}
+
+#[tonic::async_trait]
+impl pb::task_service_server::TaskService for TaskApi {
+    async fn write(
+        &self,
+        request: Request<pb::WriteRequest>,
+    ) -> Result<Response<pb::TaskResult>, Status> {
+        let req = request.into_inner();
+        let mut v = Violations::default();
+        self.check_thread(&mut v, &req.thread_id, &req.resource_id);
+        if req.tasks.len() > self.limits.max_tasks {
+            v.add(
+                "tasks",
+                format!("must have at most {} tasks", self.limits.max_tasks),
+            );
+        }
+        for (i, t) in req.tasks.iter().enumerate() {
+            if let Some(id) = &t.id {
+                check_id(&mut v, &format!("tasks.{i}.id"), id, &self.limits);
+            }
+            check_text(
+                &mut v,
+                &format!("tasks.{i}.content"),
+                &t.content,
+                &self.limits,
+            );
+            check_text(
+                &mut v,
+                &format!("tasks.{i}.activeForm"),
+                &t.active_form,
+                &self.limits,
+            );
+        }
+        v.into_result()?;
+        let input = tasks::validate_write(&write_args(&req)).map_err(|e| invalid(&e))?;
+        let Some(key) = thread_key(&req.thread_id, &req.resource_id) else {
+            return Ok(Response::new(result_to_pb(tasks::memory_required())));
+        };
+        let (outcome, _) = self
+            .lists
+            .apply(&key, None, |prev| tasks::write(prev, &input))
+            .await?;
+        Ok(Response::new(result_to_pb(outcome)))
+    }
+
+    async fn update(
+        &self,
+        request: Request<pb::UpdateRequest>,
+    ) -> Result<Response<pb::TaskResult>, Status> {
+        let req = request.into_inner();
+        let mut v = Violations::default();
+        self.check_thread(&mut v, &req.thread_id, &req.resource_id);
+        check_id(&mut v, "id", &req.id, &self.limits);
+        for (field, value) in [("content", &req.content), ("activeForm", &req.active_form)] {
+            if let Some(value) = value {
+                check_text(&mut v, field, value, &self.limits);
+            }
+        }
+        v.into_result()?;
+        let input = tasks::validate_update(&update_args(&req)).map_err(|e| invalid(&e))?;
+        let Some(key) = thread_key(&req.thread_id, &req.resource_id) else {
+            return Ok(Response::new(result_to_pb(tasks::memory_required())));
+        };
+        let (outcome, _) = self
+            .lists
+            .apply(&key, None, |prev| tasks::update(prev, &input))
+            .await?;
+        Ok(Response::new(result_to_pb(outcome)))
+    }
+
+    async fn complete(
+        &self,
+        request: Request<pb::CompleteRequest>,
+    ) -> Result<Response<pb::TaskResult>, Status> {
+        let req = request.into_inner();
+        let mut v = Violations::default();
+        self.check_thread(&mut v, &req.thread_id, &req.resource_id);
+        check_id(&mut v, "id", &req.id, &self.limits);
+        v.into_result()?;
+        let input = tasks::validate_complete(&json!({ "id": req.id })).map_err(|e| invalid(&e))?;
+        let Some(key) = thread_key(&req.thread_id, &req.resource_id) else {
+            return Ok(Response::new(result_to_pb(tasks::memory_required())));
+        };
+        let (outcome, _) = self
+            .lists
+            .apply(&key, None, |prev| tasks::complete(prev, &input))
+            .await?;
+        Ok(Response::new(result_to_pb(outcome)))
+    }
+
+    async fn check(
+        &self,
+        request: Request<pb::CheckRequest>,
+    ) -> Result<Response<pb::TaskCheckResult>, Status> {
+        let req = request.into_inner();
+        let mut v = Violations::default();
+        self.check_thread(&mut v, &req.thread_id, &req.resource_id);
+        v.into_result()?;
+        let Some(key) = thread_key(&req.thread_id, &req.resource_id) else {
+            return Ok(Response::new(check_to_pb(tasks::memory_required_check())));
+        };
+        let list = self.lists.load(&key).await?;
+        Ok(Response::new(check_to_pb(tasks::check(&list.tasks))))
+    }
+
+    type WatchStream = futures::stream::BoxStream<'static, Result<pb::TaskListUpdate, Status>>;
+
+    async fn watch(
+        &self,
+        request: Request<pb::WatchRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        let req = request.into_inner();
+        let mut v = Violations::default();
+        self.check_thread(&mut v, &req.thread_id, &req.resource_id);
+        if req.thread_id.is_empty() {
+            v.add("thread_id", "must not be empty");
+        }
+        if req.resource_id.is_empty() {
+            v.add("resource_id", "must not be empty");
+        }
+        v.into_result()?;
+        let key = thread_key(&req.thread_id, &req.resource_id)
+            .ok_or_else(|| Status::invalid_argument("thread_id and resource_id are required"))?;
+        let updates = self.lists.watch(&key).await?;
+        let shutdown = self.shutdown.clone();
+        let stream = updates
+            .map(|item| {
+                item.map(|list| pb::TaskListUpdate {
+                    tasks: tasks_to_pb(list.tasks),
+                    version: list.version,
+                })
+                .map_err(Status::from)
+            })
+            .take_until(async move { shutdown.cancelled().await });
+        Ok(Response::new(stream.boxed()))
+    }
+}

@@ -1,0 +1,514 @@
+//! Configuration: a TOML file, overridden by `AGENTD_*` environment variables, overridden by
+//! command-line flags. With no file at all the server starts on the embedded store.
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Parser;
+use serde::Deserialize;
+
+/// Command-line flags; each one can also be given as the named environment variable.
+#[derive(Debug, Default, Parser)]
+#[command(
+    name = "agentd",
+    version,
+    about = "Runs AI agents behind a gRPC contract"
+)]
+pub struct Cli {
+    /// Path of the TOML config file (optional).
+    #[arg(long, env = "AGENTD_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on, e.g. 0.0.0.0:50051.
+    #[arg(long, env = "AGENTD_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// Store URL: redis://host:port/db, rediss://…, or "embedded" (default).
+    #[arg(long, env = "AGENTD_STORE_URL")]
+    pub store_url: Option<String>,
+    /// Directory of the embedded store.
+    #[arg(long, env = "AGENTD_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Log format: text or json.
+    #[arg(long, env = "AGENTD_LOG_FORMAT")]
+    pub log_format: Option<LogFormat>,
+    /// Log filter, e.g. info or agentd=debug,info.
+    #[arg(long, env = "AGENTD_LOG")]
+    pub log: Option<String>,
+    /// Seconds in-flight calls get to finish after SIGTERM.
+    #[arg(long, env = "AGENTD_SHUTDOWN_GRACE_SECS")]
+    pub shutdown_grace_secs: Option<u64>,
+    /// Milliseconds between store health probes.
+    #[arg(long, env = "AGENTD_HEALTH_INTERVAL_MS")]
+    pub health_interval_ms: Option<u64>,
+    /// Largest accepted request, in bytes.
+    #[arg(long, env = "AGENTD_MAX_REQUEST_BYTES")]
+    pub max_request_bytes: Option<usize>,
+    /// Most tasks in one list.
+    #[arg(long, env = "AGENTD_MAX_TASKS")]
+    pub max_tasks: Option<usize>,
+    /// Longest accepted text field (task content, titles…), in bytes.
+    #[arg(long, env = "AGENTD_MAX_TEXT_BYTES")]
+    pub max_text_bytes: Option<usize>,
+    /// Longest accepted id (thread, resource, task, run), in bytes.
+    #[arg(long, env = "AGENTD_MAX_ID_BYTES")]
+    pub max_id_bytes: Option<usize>,
+}
+
+/// The whole configuration.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Network settings.
+    pub server: ServerConfig,
+    /// Where state lives.
+    pub store: StoreConfig,
+    /// Logging.
+    pub log: LogConfig,
+    /// Size bounds of requests and lists.
+    pub limits: Limits,
+    /// Model providers (OpenAI-compatible endpoints).
+    pub providers: Vec<ProviderEntry>,
+    /// Agents served.
+    pub agents: Vec<AgentConfig>,
+}
+
+/// Network settings.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Listen address.
+    pub listen: SocketAddr,
+    /// Seconds in-flight calls get to finish after SIGTERM/SIGINT.
+    pub shutdown_grace_secs: u64,
+    /// Milliseconds between store health probes.
+    pub health_interval_ms: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([0, 0, 0, 0], 50051)),
+            shutdown_grace_secs: 25,
+            health_interval_ms: 1000,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// The drain period after a shutdown signal.
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_secs(self.shutdown_grace_secs)
+    }
+}
+
+/// Where state lives.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `redis://…`/`rediss://…` for Redis; empty or `embedded` for the on-disk store.
+    pub url: String,
+    /// Directory of the embedded store.
+    pub data_dir: PathBuf,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            url: String::new(),
+            data_dir: PathBuf::from("./data"),
+        }
+    }
+}
+
+/// The store a config selects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreKind {
+    /// The embedded on-disk store in this directory.
+    Embedded(PathBuf),
+    /// Redis at this URL.
+    Redis(String),
+}
+
+impl StoreConfig {
+    /// Which store to open.
+    pub fn kind(&self) -> Result<StoreKind, ConfigError> {
+        let url = self.url.trim();
+        if url.is_empty() || url == "embedded" {
+            Ok(StoreKind::Embedded(self.data_dir.clone()))
+        } else if url.starts_with("redis://")
+            || url.starts_with("rediss://")
+            || url.starts_with("redis+unix://")
+        {
+            Ok(StoreKind::Redis(url.to_owned()))
+        } else {
+            Err(ConfigError::Invalid(format!(
+                "store.url must be empty, \"embedded\", redis:// or rediss://, got {:?}",
+                redact_url(url)
+            )))
+        }
+    }
+}
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Logging.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// Output format.
+    pub format: LogFormat,
+    /// `tracing` filter directives.
+    pub filter: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            format: LogFormat::Text,
+            filter: "info".to_owned(),
+        }
+    }
+}
+
+/// Size bounds; requests beyond them are rejected with a clear error.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Largest accepted request, in bytes.
+    pub max_request_bytes: usize,
+    /// Most tasks in one list.
+    pub max_tasks: usize,
+    /// Longest text field, in bytes.
+    pub max_text_bytes: usize,
+    /// Longest id, in bytes.
+    pub max_id_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_request_bytes: 4 * 1024 * 1024,
+            max_tasks: 200,
+            max_text_bytes: 16 * 1024,
+            max_id_bytes: 256,
+        }
+    }
+}
+
+/// An OpenAI-compatible model provider.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderEntry {
+    /// Name used in agent models (`name/model`).
+    pub name: String,
+    /// Base URL, e.g. https://api.openai.com/v1.
+    pub base_url: String,
+    /// Name of the environment variable holding the API key (never the key itself).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Extra HTTP headers sent with every request.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Ask for usage in streams (`stream_options.include_usage`).
+    #[serde(default = "yes")]
+    pub include_usage: bool,
+    /// The provider supports `response_format` json_schema.
+    #[serde(default = "yes")]
+    pub structured_output: bool,
+    /// Connect timeout in seconds.
+    #[serde(default = "default_connect_timeout")]
+    pub connect_timeout_secs: u64,
+    /// Longest silence between streamed events, in seconds.
+    #[serde(default = "default_idle_timeout")]
+    pub idle_timeout_secs: u64,
+    /// Retries on 429/5xx when a request does not say.
+    #[serde(default = "default_max_retries")]
+    pub max_retries: u32,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_connect_timeout() -> u64 {
+    10
+}
+fn default_idle_timeout() -> u64 {
+    60
+}
+fn default_max_retries() -> u32 {
+    2
+}
+
+/// An agent: model, instructions and tools.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// Id used in requests.
+    pub id: String,
+    /// Display name (defaults to the id).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// What the agent is for.
+    #[serde(default)]
+    pub description: String,
+    /// System instructions.
+    #[serde(default)]
+    pub instructions: String,
+    /// `provider/model`, e.g. openai/gpt-4o-mini.
+    pub model: String,
+    /// Enabled tool sets; `tasks` enables task_write, task_update, task_complete, task_check.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Tools whose calls wait for approval.
+    #[serde(default)]
+    pub require_approval: Vec<String>,
+    /// Options applied when a request leaves them unset.
+    #[serde(default)]
+    pub default_options: AgentDefaults,
+}
+
+/// An agent's default run options.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentDefaults {
+    /// Step cap.
+    pub max_steps: Option<u32>,
+    /// Tool-call concurrency.
+    pub tool_call_concurrency: Option<u32>,
+    /// Every call needs approval.
+    pub require_tool_approval: bool,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Output token cap per model call.
+    pub max_output_tokens: Option<u32>,
+}
+
+/// The known tool sets an agent may enable.
+pub const TOOL_SETS: [&str; 1] = ["tasks"];
+
+/// Configuration errors; the server refuses to start with one.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for this schema.
+    #[error("invalid config file {path}: {source}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: Box<toml::de::Error>,
+    },
+    /// A value is out of range or inconsistent.
+    #[error("invalid config: {0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Loads the file named by the flags (if any) and applies env/flag overrides.
+    pub fn load(cli: &Cli) -> Result<Self, ConfigError> {
+        let mut config = match &cli.config {
+            Some(path) => Self::from_file(path)?,
+            None => Self::default(),
+        };
+        config.apply(cli);
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Parses a TOML file.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_toml(&text).map_err(|source| ConfigError::Parse {
+            path: path.to_owned(),
+            source: Box::new(source),
+        })
+    }
+
+    /// Parses TOML text.
+    pub fn from_toml(text: &str) -> Result<Self, toml::de::Error> {
+        toml::from_str(text)
+    }
+
+    /// Applies flag and environment overrides (clap already merged the two).
+    pub fn apply(&mut self, cli: &Cli) {
+        fn set<T: Clone>(target: &mut T, value: &Option<T>) {
+            if let Some(v) = value {
+                *target = v.clone();
+            }
+        }
+        set(&mut self.server.listen, &cli.listen);
+        set(
+            &mut self.server.shutdown_grace_secs,
+            &cli.shutdown_grace_secs,
+        );
+        set(&mut self.server.health_interval_ms, &cli.health_interval_ms);
+        set(&mut self.store.url, &cli.store_url);
+        set(&mut self.store.data_dir, &cli.data_dir);
+        set(&mut self.log.format, &cli.log_format);
+        set(&mut self.log.filter, &cli.log);
+        set(&mut self.limits.max_request_bytes, &cli.max_request_bytes);
+        set(&mut self.limits.max_tasks, &cli.max_tasks);
+        set(&mut self.limits.max_text_bytes, &cli.max_text_bytes);
+        set(&mut self.limits.max_id_bytes, &cli.max_id_bytes);
+    }
+
+    /// Checks consistency: store URL, unique ids, agents naming known providers and tools.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.store.kind()?;
+        if self.server.health_interval_ms == 0 {
+            return Err(invalid("server.health_interval_ms must be > 0"));
+        }
+        let limits = &self.limits;
+        for (name, value) in [
+            ("limits.max_request_bytes", limits.max_request_bytes),
+            ("limits.max_tasks", limits.max_tasks),
+            ("limits.max_text_bytes", limits.max_text_bytes),
+            ("limits.max_id_bytes", limits.max_id_bytes),
+        ] {
+            if value == 0 {
+                return Err(invalid(&format!("{name} must be > 0")));
+            }
+        }
+        let mut providers = HashSet::new();
+        for p in &self.providers {
+            if p.name.is_empty() || !providers.insert(p.name.as_str()) {
+                return Err(invalid(&format!(
+                    "provider names must be non-empty and unique: {:?}",
+                    p.name
+                )));
+            }
+            if !(p.base_url.starts_with("http://") || p.base_url.starts_with("https://")) {
+                return Err(invalid(&format!(
+                    "provider {:?}: base_url must start with http:// or https://",
+                    p.name
+                )));
+            }
+        }
+        let mut agents = HashSet::new();
+        for a in &self.agents {
+            if a.id.is_empty() || !agents.insert(a.id.as_str()) {
+                return Err(invalid(&format!(
+                    "agent ids must be non-empty and unique: {:?}",
+                    a.id
+                )));
+            }
+            let provider = a.model.split_once('/').map(|(p, _)| p);
+            if !provider.is_some_and(|p| providers.contains(p)) {
+                return Err(invalid(&format!(
+                    "agent {:?}: model {:?} must be provider/model with a configured provider",
+                    a.id, a.model
+                )));
+            }
+            if let Some(t) = a.tools.iter().find(|t| !TOOL_SETS.contains(&t.as_str())) {
+                return Err(invalid(&format!(
+                    "agent {:?}: unknown tool set {t:?} (known: {})",
+                    a.id,
+                    TOOL_SETS.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn invalid(message: &str) -> ConfigError {
+    ConfigError::Invalid(message.to_owned())
+}
+
+/// Hides credentials in a URL before it is logged or shown.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            format!("{}://***@{}", &url[..scheme_end], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_config_is_embedded_on_default_port() {
+        let config = Config::from_toml("").unwrap();
+        config.validate().unwrap();
+        assert_eq!(
+            config.store.kind().unwrap(),
+            StoreKind::Embedded(PathBuf::from("./data"))
+        );
+        assert_eq!(config.server.listen.port(), 50051);
+    }
+
+    #[test]
+    fn flags_override_file() {
+        let mut config = Config::from_toml("[store]\nurl = \"redis://a:6379\"\n").unwrap();
+        let cli = Cli {
+            store_url: Some("embedded".into()),
+            max_tasks: Some(7),
+            ..Cli::default()
+        };
+        config.apply(&cli);
+        assert_eq!(config.store.url, "embedded");
+        assert_eq!(config.limits.max_tasks, 7);
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected() {
+        let err = Config::from_toml("[server]\nlisten_addr = \"x\"\n").unwrap_err();
+        assert!(err.to_string().contains("listen_addr"), "{err}");
+    }
+
+    #[test]
+    fn agents_must_name_known_providers_and_tools() {
+        let text = r#"
+            [[providers]]
+            name = "openai"
+            base_url = "https://api.openai.com/v1"
+            api_key_env = "OPENAI_API_KEY"
+            [[agents]]
+            id = "a"
+            model = "other/gpt"
+        "#;
+        let err = Config::from_toml(text).unwrap().validate().unwrap_err();
+        assert!(err.to_string().contains("configured provider"), "{err}");
+        let ok = text.replace("other/gpt", "openai/gpt");
+        Config::from_toml(&ok).unwrap().validate().unwrap();
+        let bad_tool = format!("{ok}\ntools = [\"shell\"]\n");
+        let err = Config::from_toml(&bad_tool)
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().contains("unknown tool set"), "{err}");
+    }
+
+    #[test]
+    fn bad_store_url_is_rejected_without_leaking_credentials() {
+        let config = StoreConfig {
+            url: "mysql://user:secret@db".into(),
+            data_dir: PathBuf::new(),
+        };
+        let err = config.kind().unwrap_err().to_string();
+        assert!(!err.contains("secret"), "{err}");
+    }
+}

@@ -1,0 +1,14 @@
+//! agentd: runs AI agents (tool loops, task lists, human approvals) behind a gRPC contract.
+//!
+//! Layout: `api` is the gRPC edge, `tasks` holds the pure task-list rules, `tasklist` applies
+//! them to stored lists, `store` hides Redis and the embedded store behind one trait.
+
+pub mod api;
+pub mod config;
+pub mod json;
+pub mod pb;
+pub mod server;
+pub mod store;
+pub mod tasklist;
+pub mod tasks;
+pub mod telemetry;

@@ -1,0 +1,212 @@
+//! Assembles the gRPC server: agentd services, health, reflection, limits, graceful shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::TcpListenerStream;
+use tokio_util::sync::CancellationToken;
+use tonic::server::NamedService;
+use tonic_health::ServingStatus;
+use tonic_health::server::HealthReporter;
+use tracing::{info, warn};
+
+use crate::api::agents::AgentApi;
+use crate::api::approvals::ApprovalApi;
+use crate::api::tasks::TaskApi;
+use crate::config::{Config, StoreKind, redact_url};
+use crate::pb;
+use crate::pb::agent_service_server::AgentServiceServer;
+use crate::pb::approval_service_server::ApprovalServiceServer;
+use crate::pb::task_service_server::TaskServiceServer;
+use crate::store::Store;
+use crate::store::embedded::EmbeddedStore;
+use crate::store::redis::RedisStore;
+use crate::tasklist::TaskLists;
+
+/// Health service name that stays SERVING while the process runs (for liveness probes); the
+/// overall "" and the agentd services follow the store (for readiness).
+pub const LIVENESS_SERVICE: &str = "liveness";
+
+/// Services whose health follows the store.
+const STORE_BACKED: [&str; 4] = [
+    "",
+    <AgentServiceServer<AgentApi> as NamedService>::NAME,
+    <TaskServiceServer<TaskApi> as NamedService>::NAME,
+    <ApprovalServiceServer<ApprovalApi> as NamedService>::NAME,
+];
+
+/// How long one health probe of the store may take before it counts as down.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Opens the store the config names.
+pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+    match config.store.kind()? {
+        StoreKind::Embedded(dir) => {
+            let store = EmbeddedStore::open(&dir)
+                .with_context(|| format!("opening the embedded store in {}", dir.display()))?;
+            info!(dir = %dir.display(), "using the embedded store");
+            Ok(Arc::new(store))
+        }
+        StoreKind::Redis(url) => {
+            let store = RedisStore::connect(&url)
+                .await
+                .with_context(|| format!("connecting to Redis at {}", redact_url(&url)))?;
+            info!(url = %redact_url(&url), "using Redis");
+            Ok(Arc::new(store))
+        }
+    }
+}
+
+/// A server running in the background.
+pub struct RunningServer {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    shutdown: CancellationToken,
+    task: JoinHandle<anyhow::Result<()>>,
+}
+
+impl RunningServer {
+    /// Starts shutting down and waits for the drain to finish.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        self.wait().await
+    }
+
+    /// Waits until the server ends (after its shutdown token is cancelled).
+    pub async fn wait(self) -> anyhow::Result<()> {
+        self.task.await.context("server task panicked")?
+    }
+
+    /// The token that stops the server when cancelled.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+}
+
+/// Binds the configured address, opens the store and serves until the returned server is
+/// stopped.
+pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
+    let listener = TcpListener::bind(config.server.listen)
+        .await
+        .with_context(|| format!("binding {}", config.server.listen))?;
+    let addr = listener.local_addr()?;
+    let store = open_store(&config).await?;
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(serve(config, store, listener, shutdown.clone()));
+    Ok(RunningServer {
+        addr,
+        shutdown,
+        task,
+    })
+}
+
+/// Serves on `listener` until `shutdown` is cancelled, then lets in-flight calls finish
+/// within the configured grace period.
+pub async fn serve(
+    config: Config,
+    store: Arc<dyn Store>,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let limit = config.limits.max_request_bytes;
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_service_status(LIVENESS_SERVICE, ServingStatus::Serving)
+        .await;
+    let monitor = tokio::spawn(monitor_store(
+        store.clone(),
+        health.clone(),
+        Duration::from_millis(config.server.health_interval_ms),
+        shutdown.clone(),
+    ));
+
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+
+    let tasks = TaskApi::new(
+        TaskLists::new(store.clone()),
+        config.limits.clone(),
+        shutdown.clone(),
+    );
+    let agents = AgentApi::new(&config.agents);
+
+    let addr = listener.local_addr()?;
+    info!(%addr, "agentd listening");
+    let drain = shutdown.clone();
+    let server = tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(TaskServiceServer::new(tasks).max_decoding_message_size(limit))
+        .add_service(AgentServiceServer::new(agents).max_decoding_message_size(limit))
+        .add_service(ApprovalServiceServer::new(ApprovalApi).max_decoding_message_size(limit))
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
+            drain.cancelled().await;
+        });
+
+    let grace = config.server.shutdown_grace();
+    let outcome = tokio::select! {
+        result = server => result.context("gRPC server failed"),
+        () = async { shutdown.cancelled().await; tokio::time::sleep(grace).await } => {
+            warn!(?grace, "grace period over; closing with calls still in flight");
+            Ok(())
+        }
+    };
+    shutdown.cancel();
+    let _ = monitor.await;
+    store.close().await;
+    info!("agentd stopped");
+    outcome
+}
+
+/// Probes the store and flips the store-backed health statuses when it goes down or returns.
+async fn monitor_store(
+    store: Arc<dyn Store>,
+    health: HealthReporter,
+    interval: Duration,
+    shutdown: CancellationToken,
+) {
+    let mut serving = None;
+    loop {
+        let up = matches!(
+            tokio::time::timeout(PROBE_TIMEOUT, store.ping()).await,
+            Ok(Ok(()))
+        );
+        if serving != Some(up) {
+            if up {
+                info!("store reachable: SERVING");
+            } else {
+                warn!("store unreachable: NOT_SERVING");
+            }
+            let status = if up {
+                ServingStatus::Serving
+            } else {
+                ServingStatus::NotServing
+            };
+            for service in STORE_BACKED {
+                health.set_service_status(service, status).await;
+            }
+            serving = Some(up);
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            () = tokio::time::sleep(interval) => {}
+        }
+    }
+    // Draining: tell load balancers to stop sending new calls.
+    for service in STORE_BACKED {
+        health
+            .set_service_status(service, ServingStatus::NotServing)
+            .await;
+    }
+}

@@ -1,0 +1,991 @@
+//! Embedded implementation of [`Store`]: one redb file, one writer thread with group commit,
+//! in-process notifications. Made for a single process (the default `cargo run` setup).
+//!
+//! **Writes.** Every mutation is a job sent to one writer thread. The writer drains the queue
+//! and applies all queued jobs in one write transaction (group commit); each job checks before
+//! it writes, so a rejected job (conflict, wrong owner) writes nothing. A job that fails at the
+//! storage level aborts the batch, which is then replayed one job per transaction so that only
+//! the failing job reports the error. Replies and notifications go out after the commit.
+//!
+//! **Durability.** With the default [`EmbeddedOptions::durable_every`] of 100 ms, commits are
+//! non-durable (no fsync) and the writer makes a durable commit at most 100 ms after the first
+//! non-durable one, and on [`Store::close`] / drop. So a write acknowledged ≥ 100 ms (plus
+//! one fsync) before a crash or power loss survives it; a clean shutdown loses nothing; a crash
+//! never leaves a half-applied write (redb commits are atomic). `durable_every: Duration::ZERO`
+//! makes every batch durable before it is acknowledged (still one fsync per batch, not per write).
+//!
+//! **Reads** are redb read transactions (MVCC snapshots, never blocked by the writer) on tokio's
+//! blocking pool.
+//!
+//! **Notifications** are `tokio::sync::broadcast` channels per topic, created on demand and
+//! removed when their last subscriber leaves; a slow subscriber never blocks the writer. A
+//! subscriber that lags behind: a document watcher receives the current value (intermediate
+//! versions are skipped), a chunk follower re-reads the missed chunks from the log (chunk
+//! sequence numbers are expected to increase: a follower skips any not above the last it
+//! delivered), a control subscriber receives an `Unavailable` item and goes on.
+//!
+//! **Expiry.** Runs, chunk logs and idempotency keys store their expiry time; expired records
+//! read as absent and are purged by a periodic sweep in the writer.
+
+use std::hash::Hash;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::mpsc::Sender;
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use redb::{
+    Database, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction,
+};
+use tokio::sync::oneshot;
+
+use super::{
+    Cas, LogEntry, LogLimits, Store, StoreError, StoreResult, ThreadKey, ThreadView, Versioned,
+};
+use notify::{Hub, Subscription, control_stream, follow_stream, watch_stream};
+use writer::{Ctx, Msg, Note};
+
+mod notify;
+mod writer;
+
+/// thread id → (owner, created_ms, updated_ms, message count, meta).
+const THREADS: TableDefinition<&str, ThreadRow> = TableDefinition::new("threads");
+type ThreadRow = (&'static str, u64, u64, u64, Option<&'static [u8]>);
+/// (thread id, kind) → (version, created_ms, updated_ms, value).
+const DOCS: TableDefinition<DocKey, DocRow> = TableDefinition::new("docs");
+type DocKey = (&'static str, &'static str);
+type DocRow = (u64, u64, u64, &'static [u8]);
+/// (thread id, position) → message.
+const MESSAGES: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("messages");
+/// run id → (version, expires_ms, value).
+const RUNS: TableDefinition<&str, RunRow> = TableDefinition::new("runs");
+type RunRow = (u64, u64, &'static [u8]);
+/// run id → (first position, next position, expires_ms) of its chunk log.
+const LOG_HEADS: TableDefinition<&str, (u64, u64, u64)> = TableDefinition::new("log_heads");
+/// (run id, position) → (seq, chunk).
+const LOG_ENTRIES: TableDefinition<LogKey, LogRow> = TableDefinition::new("log_entries");
+type LogKey = (&'static str, u64);
+type LogRow = (u64, &'static [u8]);
+/// idempotency key → (expires_ms, value).
+const CLAIMS: TableDefinition<&str, (u64, &[u8])> = TableDefinition::new("claims");
+/// (index, member) → ().
+const INDEX: TableDefinition<(&str, &str), ()> = TableDefinition::new("index");
+/// (expires_ms, record kind, id) → (): what the sweep visits, oldest first.
+const EXPIRY: TableDefinition<ExpiryKey, ()> = TableDefinition::new("expiry");
+type ExpiryKey = (u64, u8, &'static str);
+
+/// Record kinds in [`EXPIRY`].
+const EXPIRING_RUN: u8 = 0;
+const EXPIRING_LOG: u8 = 1;
+const EXPIRING_CLAIM: u8 = 2;
+
+/// Most expired records purged per sweep (bounds the writer's pause).
+const SWEEP_LIMIT: usize = 1000;
+
+/// Tuning of an [`EmbeddedStore`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EmbeddedOptions {
+    /// Longest time an acknowledged write may stay non-durable (zero: every batch is durable).
+    pub durable_every: Duration,
+    /// Interval of the sweep that purges expired records.
+    pub sweep_every: Duration,
+    /// Notifications buffered per topic before a slow subscriber lags.
+    pub channel_capacity: usize,
+}
+
+impl Default for EmbeddedOptions {
+    fn default() -> Self {
+        Self {
+            durable_every: Duration::from_millis(100),
+            sweep_every: Duration::from_secs(5),
+            channel_capacity: 256,
+        }
+    }
+}
+
+/// The default store: a redb file on local disk.
+pub struct EmbeddedStore {
+    shared: Arc<Shared>,
+    jobs: Sender<Msg>,
+    writer: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for EmbeddedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedStore").finish_non_exhaustive()
+    }
+}
+
+/// What readers, the writer and subscriptions share.
+struct Shared {
+    db: Database,
+    docs: Hub<DocTopic, Versioned>,
+    chunks: Hub<String, LogEntry>,
+    control: Hub<String, Bytes>,
+}
+
+/// A watched document: (thread id, kind, owning resource).
+type DocTopic = (String, String, String);
+
+impl EmbeddedStore {
+    /// Opens (or creates) `dir/agentd.redb` with default options.
+    pub fn open(dir: &Path) -> StoreResult<Self> {
+        Self::open_with(dir, EmbeddedOptions::default())
+    }
+
+    /// Opens (or creates) `dir/agentd.redb`.
+    pub fn open_with(dir: &Path, options: EmbeddedOptions) -> StoreResult<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            StoreError::Unavailable(format!("cannot create {}: {e}", dir.display()))
+        })?;
+        let db = Database::create(dir.join("agentd.redb"))?;
+        create_tables(&db)?;
+        let capacity = options.channel_capacity.max(1);
+        let shared = Arc::new(Shared {
+            db,
+            docs: Hub::new(capacity),
+            chunks: Hub::new(capacity),
+            control: Hub::new(capacity),
+        });
+        let (jobs, writer) = writer::spawn(shared.clone(), options)
+            .map_err(|e| StoreError::Unavailable(format!("cannot start the writer: {e}")))?;
+        Ok(Self {
+            shared,
+            jobs,
+            writer: Some(writer),
+        })
+    }
+
+    /// Queues a mutation for the writer and waits until it is committed.
+    async fn write<T, F>(&self, op: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnMut(&WriteTransaction, &mut Ctx) -> StoreResult<T> + Send + 'static,
+    {
+        let (job, done) = writer::job(op);
+        self.jobs.send(job).map_err(|_| closed())?;
+        done.await.map_err(|_| closed())?
+    }
+
+    /// Runs `f` in a read transaction on the blocking pool.
+    async fn read<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&ReadTransaction, u64) -> StoreResult<T> + Send + 'static,
+    {
+        read_with(self.shared.clone(), f).await
+    }
+
+    /// Subscribes to a topic of one of the hubs; active as soon as this returns.
+    fn subscribe<K, T>(&self, hub: fn(&Shared) -> &Hub<K, T>, topic: K) -> Subscription<K, T>
+    where
+        K: Hash + Eq + Clone,
+        T: Clone,
+    {
+        Subscription::new(&self.shared, hub, topic)
+    }
+}
+
+impl Drop for EmbeddedStore {
+    /// Stops the writer, which commits durably first; blocks for at most one batch and one fsync.
+    fn drop(&mut self) {
+        let (reply, _done) = oneshot::channel();
+        let _ = self.jobs.send(Msg::Close(reply));
+        if let Some(handle) = self.writer.take()
+            && handle.join().is_err()
+        {
+            tracing::error!("embedded store writer panicked");
+        }
+    }
+}
+
+#[async_trait]
+impl Store for EmbeddedStore {
+    async fn ping(&self) -> StoreResult<()> {
+        let (reply, done) = oneshot::channel();
+        self.jobs.send(Msg::Ping(reply)).map_err(|_| closed())?;
+        done.await.map_err(|_| closed())
+    }
+
+    /// Commits everything durably and stops the writer; later writes fail with `Unavailable`.
+    async fn close(&self) {
+        let (reply, done) = oneshot::channel();
+        if self.jobs.send(Msg::Close(reply)).is_err() {
+            return; // already closed
+        }
+        // Err(_) on the channel: the writer is already gone, having flushed on its way out.
+        if let Ok(Err(e)) = done.await {
+            tracing::error!(error = %e, "embedded store: final durable commit failed");
+        }
+    }
+
+    async fn load_thread(
+        &self,
+        key: &ThreadKey,
+        last_messages: usize,
+        docs: &[&str],
+    ) -> StoreResult<ThreadView> {
+        let key = key.clone();
+        let kinds: Vec<String> = docs.iter().map(|kind| kind.to_string()).collect();
+        self.read(move |tx, _| {
+            let Some(thread) = owned_thread(&tx.open_table(THREADS)?, &key)? else {
+                return Ok(ThreadView {
+                    exists: false,
+                    messages: Vec::new(),
+                    docs: vec![None; kinds.len()],
+                });
+            };
+            let count = thread.messages;
+            let first = count.saturating_sub(u64::try_from(last_messages).unwrap_or(u64::MAX));
+            let table = tx.open_table(MESSAGES)?;
+            let messages = table
+                .range((key.thread_id.as_str(), first)..(key.thread_id.as_str(), count))?
+                .map(|entry| Ok(Bytes::copy_from_slice(entry?.1.value())))
+                .collect::<StoreResult<Vec<_>>>()?;
+            let table = tx.open_table(DOCS)?;
+            let docs = kinds
+                .iter()
+                .map(|kind| Ok(read_doc(&table, &key.thread_id, kind)?.map(Doc::versioned)))
+                .collect::<StoreResult<Vec<_>>>()?;
+            Ok(ThreadView {
+                exists: true,
+                messages,
+                docs,
+            })
+        })
+        .await
+    }
+
+    async fn get_doc(&self, key: &ThreadKey, kind: &str) -> StoreResult<Option<Versioned>> {
+        let (key, kind) = (key.clone(), kind.to_string());
+        self.read(move |tx, _| {
+            owned_thread(&tx.open_table(THREADS)?, &key)?;
+            Ok(read_doc(&tx.open_table(DOCS)?, &key.thread_id, &kind)?.map(Doc::versioned))
+        })
+        .await
+    }
+
+    async fn cas_doc(
+        &self,
+        key: &ThreadKey,
+        kind: &str,
+        expected: u64,
+        value: Bytes,
+    ) -> StoreResult<Cas> {
+        let (key, kind) = (key.clone(), kind.to_string());
+        self.write(move |tx, ctx| {
+            let mut threads = tx.open_table(THREADS)?;
+            let thread = owned_thread(&threads, &key)?;
+            let mut docs = tx.open_table(DOCS)?;
+            let current = read_doc(&docs, &key.thread_id, &kind)?;
+            if current.as_ref().map_or(0, |doc| doc.version) != expected {
+                return Ok(Cas::Conflict(current.map(Doc::versioned)));
+            }
+            let version = next_version(expected)?;
+            let created = current.map_or(ctx.now_ms, |doc| doc.created_ms);
+            docs.insert(
+                (key.thread_id.as_str(), kind.as_str()),
+                (version, created, ctx.now_ms, value.as_ref()),
+            )?;
+            save_thread(&mut threads, &key, thread, ctx.now_ms, None, 0)?;
+            let topic = (key.thread_id.clone(), kind.clone(), key.resource_id.clone());
+            let value = value.clone();
+            ctx.notes
+                .push(Note::Doc(topic, Versioned { version, value }));
+            Ok(Cas::Written(version))
+        })
+        .await
+    }
+
+    async fn watch_doc(
+        &self,
+        key: &ThreadKey,
+        kind: &str,
+    ) -> StoreResult<BoxStream<'static, StoreResult<Versioned>>> {
+        let topic = (
+            key.thread_id.clone(),
+            kind.to_string(),
+            key.resource_id.clone(),
+        );
+        // The topic names the resource, so another resource's watcher never sees these values.
+        let subscription = self.subscribe(|s| &s.docs, topic);
+        let checked = key.clone();
+        self.read(move |tx, _| owned_thread(&tx.open_table(THREADS)?, &checked).map(drop))
+            .await?;
+        Ok(watch_stream(subscription))
+    }
+
+    async fn append_messages(
+        &self,
+        key: &ThreadKey,
+        thread_meta: Option<Bytes>,
+        messages: Vec<Bytes>,
+    ) -> StoreResult<()> {
+        let key = key.clone();
+        self.write(move |tx, ctx| {
+            let mut threads = tx.open_table(THREADS)?;
+            let thread = owned_thread(&threads, &key)?;
+            let first = thread.as_ref().map_or(0, |thread| thread.messages);
+            let mut table = tx.open_table(MESSAGES)?;
+            for (position, message) in (first..).zip(&messages) {
+                table.insert((key.thread_id.as_str(), position), message.as_ref())?;
+            }
+            let added = u64::try_from(messages.len()).unwrap_or(u64::MAX);
+            let meta = thread_meta.as_deref();
+            save_thread(&mut threads, &key, thread, ctx.now_ms, meta, added)
+        })
+        .await
+    }
+
+    async fn get_run(&self, run_id: &str) -> StoreResult<Option<Versioned>> {
+        let run_id = run_id.to_string();
+        self.read(move |tx, now| read_run(&tx.open_table(RUNS)?, &run_id, now))
+            .await
+    }
+
+    async fn cas_run(
+        &self,
+        run_id: &str,
+        expected: u64,
+        value: Bytes,
+        ttl: Duration,
+    ) -> StoreResult<Cas> {
+        let run_id = run_id.to_string();
+        self.write(move |tx, ctx| {
+            let mut runs = tx.open_table(RUNS)?;
+            let stored_expiry = read_expiry(&runs, &run_id, |(_, expires, _)| expires)?;
+            let current = read_run(&runs, &run_id, ctx.now_ms)?;
+            if current.as_ref().map_or(0, |run| run.version) != expected {
+                return Ok(Cas::Conflict(current));
+            }
+            let version = next_version(expected)?;
+            let expires = ctx.expires_at(ttl);
+            runs.insert(run_id.as_str(), (version, expires, value.as_ref()))?;
+            let mut expiry = tx.open_table(EXPIRY)?;
+            reschedule(
+                &mut expiry,
+                EXPIRING_RUN,
+                &run_id,
+                stored_expiry,
+                Some(expires),
+            )?;
+            Ok(Cas::Written(version))
+        })
+        .await
+    }
+
+    async fn append_chunks(
+        &self,
+        run_id: &str,
+        chunks: Vec<LogEntry>,
+        limits: LogLimits,
+    ) -> StoreResult<()> {
+        let run_id = run_id.to_string();
+        self.write(move |tx, ctx| {
+            append_log(tx, ctx, &run_id, &chunks, limits)?;
+            ctx.notes.push(Note::Chunks(run_id.clone(), chunks.clone()));
+            Ok(())
+        })
+        .await
+    }
+
+    async fn read_chunks(&self, run_id: &str, after_seq: u64) -> StoreResult<Vec<LogEntry>> {
+        let run_id = run_id.to_string();
+        self.read(move |tx, now| read_log(tx, &run_id, Some(after_seq), now))
+            .await
+    }
+
+    async fn follow_chunks(
+        &self,
+        run_id: &str,
+    ) -> StoreResult<BoxStream<'static, StoreResult<LogEntry>>> {
+        let subscription = self.subscribe(|s| &s.chunks, run_id.to_string());
+        Ok(follow_stream(subscription))
+    }
+
+    async fn claim_key(
+        &self,
+        key: &str,
+        value: Bytes,
+        ttl: Duration,
+    ) -> StoreResult<Option<Bytes>> {
+        let key = key.to_string();
+        self.write(move |tx, ctx| {
+            let mut claims = tx.open_table(CLAIMS)?;
+            let stored_expiry = read_expiry(&claims, &key, |(expires, _)| expires)?;
+            if let Some(guard) = claims.get(key.as_str())? {
+                let (expires, first) = guard.value();
+                if expires > ctx.now_ms {
+                    return Ok(Some(Bytes::copy_from_slice(first)));
+                }
+            }
+            let expires = ctx.expires_at(ttl);
+            claims.insert(key.as_str(), (expires, value.as_ref()))?;
+            let mut expiry = tx.open_table(EXPIRY)?;
+            reschedule(
+                &mut expiry,
+                EXPIRING_CLAIM,
+                &key,
+                stored_expiry,
+                Some(expires),
+            )?;
+            Ok(None)
+        })
+        .await
+    }
+
+    async fn publish_control(&self, run_id: &str, message: Bytes) -> StoreResult<()> {
+        // Control messages are not stored: only live subscribers of this process exist.
+        self.shared.control.publish(run_id, message);
+        Ok(())
+    }
+
+    async fn subscribe_control(
+        &self,
+        run_id: &str,
+    ) -> StoreResult<BoxStream<'static, StoreResult<Bytes>>> {
+        let subscription = self.subscribe(|s| &s.control, run_id.to_string());
+        Ok(control_stream(subscription))
+    }
+
+    async fn index_set(&self, index: &str, member: &str, present: bool) -> StoreResult<()> {
+        let (index, member) = (index.to_string(), member.to_string());
+        self.write(move |tx, _| {
+            let mut table = tx.open_table(INDEX)?;
+            let entry = (index.as_str(), member.as_str());
+            if present {
+                table.insert(entry, ())?;
+            } else {
+                table.remove(entry)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn index_members(&self, index: &str) -> StoreResult<Vec<String>> {
+        let index = index.to_string();
+        self.read(move |tx, _| {
+            let table = tx.open_table(INDEX)?;
+            let mut members = Vec::new();
+            for entry in table.range((index.as_str(), "")..)? {
+                let (key, _) = entry?;
+                let (set, member) = key.value();
+                if set != index {
+                    break;
+                }
+                members.push(member.to_string());
+            }
+            Ok(members)
+        })
+        .await
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Records
+
+/// A decoded thread row.
+struct Thread {
+    owner: String,
+    created_ms: u64,
+    messages: u64,
+    meta: Option<Vec<u8>>,
+}
+
+/// A decoded document row.
+struct Doc {
+    version: u64,
+    created_ms: u64,
+    value: Bytes,
+}
+
+impl Doc {
+    fn versioned(self) -> Versioned {
+        Versioned {
+            version: self.version,
+            value: self.value,
+        }
+    }
+}
+
+/// A chunk log's bounds: positions `first..next` hold its entries.
+#[derive(Clone, Copy)]
+struct LogHead {
+    first: u64,
+    next: u64,
+    expires_ms: u64,
+}
+
+/// Reads the thread of `key`: `WrongOwner` if another resource owns it, `None` if absent.
+fn owned_thread(
+    table: &impl ReadableTable<&'static str, ThreadRow>,
+    key: &ThreadKey,
+) -> StoreResult<Option<Thread>> {
+    let thread = table.get(key.thread_id.as_str())?.map(|guard| {
+        let (owner, created_ms, _updated_ms, messages, meta) = guard.value();
+        Thread {
+            owner: owner.to_string(),
+            created_ms,
+            messages,
+            meta: meta.map(<[u8]>::to_vec),
+        }
+    });
+    match thread {
+        Some(thread) if thread.owner != key.resource_id => Err(StoreError::WrongOwner {
+            thread_id: key.thread_id.clone(),
+        }),
+        thread => Ok(thread),
+    }
+}
+
+/// Writes the thread row: creates it for `key.resource_id` or updates the existing one.
+fn save_thread(
+    table: &mut redb::Table<&'static str, ThreadRow>,
+    key: &ThreadKey,
+    existing: Option<Thread>,
+    now_ms: u64,
+    meta: Option<&[u8]>,
+    added_messages: u64,
+) -> StoreResult<()> {
+    let thread = existing.unwrap_or_else(|| Thread {
+        owner: key.resource_id.clone(),
+        created_ms: now_ms,
+        messages: 0,
+        meta: None,
+    });
+    let meta = meta.or(thread.meta.as_deref());
+    let messages = thread.messages.saturating_add(added_messages);
+    let row = (
+        thread.owner.as_str(),
+        thread.created_ms,
+        now_ms,
+        messages,
+        meta,
+    );
+    table.insert(key.thread_id.as_str(), row)?;
+    Ok(())
+}
+
+fn read_doc(
+    table: &impl ReadableTable<DocKey, DocRow>,
+    thread_id: &str,
+    kind: &str,
+) -> StoreResult<Option<Doc>> {
+    Ok(table.get((thread_id, kind))?.map(|guard| {
+        let (version, created_ms, _updated_ms, value) = guard.value();
+        Doc {
+            version,
+            created_ms,
+            value: Bytes::copy_from_slice(value),
+        }
+    }))
+}
+
+fn read_run(
+    table: &impl ReadableTable<&'static str, RunRow>,
+    run_id: &str,
+    now_ms: u64,
+) -> StoreResult<Option<Versioned>> {
+    let Some(guard) = table.get(run_id)? else {
+        return Ok(None);
+    };
+    let (version, expires_ms, value) = guard.value();
+    Ok((expires_ms > now_ms).then(|| Versioned {
+        version,
+        value: Bytes::copy_from_slice(value),
+    }))
+}
+
+/// The stored expiry of a record, expired or not (to unschedule it).
+fn read_expiry<V: redb::Value + 'static>(
+    table: &impl ReadableTable<&'static str, V>,
+    id: &str,
+    expires: impl FnOnce(V::SelfType<'_>) -> u64,
+) -> StoreResult<Option<u64>> {
+    Ok(table.get(id)?.map(|guard| expires(guard.value())))
+}
+
+fn read_head(
+    table: &impl ReadableTable<&'static str, (u64, u64, u64)>,
+    run_id: &str,
+) -> StoreResult<Option<LogHead>> {
+    Ok(table.get(run_id)?.map(|guard| {
+        let (first, next, expires_ms) = guard.value();
+        LogHead {
+            first,
+            next,
+            expires_ms,
+        }
+    }))
+}
+
+/// Moves a record's entry in the expiry schedule.
+fn reschedule(
+    expiry: &mut redb::Table<ExpiryKey, ()>,
+    kind: u8,
+    id: &str,
+    old: Option<u64>,
+    new: Option<u64>,
+) -> StoreResult<()> {
+    if let Some(old) = old {
+        expiry.remove((old, kind, id))?;
+    }
+    if let Some(new) = new {
+        expiry.insert((new, kind, id), ())?;
+    }
+    Ok(())
+}
+
+/// Appends to a run's log, drops what exceeds `max_chunks` and restarts its time-to-live.
+fn append_log(
+    tx: &WriteTransaction,
+    ctx: &Ctx,
+    run_id: &str,
+    chunks: &[LogEntry],
+    limits: LogLimits,
+) -> StoreResult<()> {
+    let mut heads = tx.open_table(LOG_HEADS)?;
+    let mut entries = tx.open_table(LOG_ENTRIES)?;
+    let stored = read_head(&heads, run_id)?;
+    let mut head = match stored {
+        // An expired log the sweep has not reached yet: its chunks must not reappear.
+        Some(head) if head.expires_ms <= ctx.now_ms => {
+            remove_entries(&mut entries, run_id, head.first..head.next)?;
+            LogHead {
+                first: head.next,
+                ..head
+            }
+        }
+        Some(head) => head,
+        None => LogHead {
+            first: 0,
+            next: 0,
+            expires_ms: 0,
+        },
+    };
+    for (seq, bytes) in chunks {
+        entries.insert((run_id, head.next), (*seq, bytes.as_ref()))?;
+        head.next += 1;
+    }
+    let max = u64::try_from(limits.max_chunks).unwrap_or(u64::MAX);
+    let keep_from = head.next.saturating_sub(max).max(head.first);
+    remove_entries(&mut entries, run_id, head.first..keep_from)?;
+    head.first = keep_from;
+    let mut expiry = tx.open_table(EXPIRY)?;
+    let old_expiry = stored.map(|head| head.expires_ms);
+    if head.first == head.next {
+        heads.remove(run_id)?;
+        return reschedule(&mut expiry, EXPIRING_LOG, run_id, old_expiry, None);
+    }
+    head.expires_ms = ctx.expires_at(limits.ttl);
+    heads.insert(run_id, (head.first, head.next, head.expires_ms))?;
+    reschedule(
+        &mut expiry,
+        EXPIRING_LOG,
+        run_id,
+        old_expiry,
+        Some(head.expires_ms),
+    )
+}
+
+fn remove_entries(
+    entries: &mut redb::Table<LogKey, LogRow>,
+    run_id: &str,
+    positions: std::ops::Range<u64>,
+) -> StoreResult<()> {
+    for position in positions {
+        entries.remove((run_id, position))?;
+    }
+    Ok(())
+}
+
+/// The live log entries of a run with a sequence number above `after_seq` (all if `None`).
+fn read_log(
+    tx: &ReadTransaction,
+    run_id: &str,
+    after_seq: Option<u64>,
+    now_ms: u64,
+) -> StoreResult<Vec<LogEntry>> {
+    let Some(head) = read_head(&tx.open_table(LOG_HEADS)?, run_id)? else {
+        return Ok(Vec::new());
+    };
+    if head.expires_ms <= now_ms {
+        return Ok(Vec::new());
+    }
+    let table = tx.open_table(LOG_ENTRIES)?;
+    let mut chunks = Vec::new();
+    for entry in table.range((run_id, head.first)..(run_id, head.next))? {
+        let (_, value) = entry?;
+        let (seq, bytes) = value.value();
+        if after_seq.is_none_or(|after| seq > after) {
+            chunks.push((seq, Bytes::copy_from_slice(bytes)));
+        }
+    }
+    Ok(chunks)
+}
+
+/// Deletes up to [`SWEEP_LIMIT`] records whose expiry has passed.
+fn sweep_expired(tx: &WriteTransaction, now_ms: u64) -> StoreResult<usize> {
+    let mut expiry = tx.open_table(EXPIRY)?;
+    let due = expiry
+        .range(..(now_ms.saturating_add(1), 0, ""))?
+        .take(SWEEP_LIMIT)
+        .map(|entry| {
+            let (key, _) = entry?;
+            let (at, kind, id) = key.value();
+            Ok((at, kind, id.to_string()))
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+    for (at, kind, id) in &due {
+        expiry.remove((*at, *kind, id.as_str()))?;
+        purge(tx, *kind, id, now_ms)?;
+    }
+    Ok(due.len())
+}
+
+/// Deletes one record if it is still expired (a later write may have extended it).
+fn purge(tx: &WriteTransaction, kind: u8, id: &str, now_ms: u64) -> StoreResult<()> {
+    match kind {
+        EXPIRING_RUN => {
+            let mut runs = tx.open_table(RUNS)?;
+            if read_expiry(&runs, id, |(_, expires, _)| expires)?.is_some_and(|at| at <= now_ms) {
+                runs.remove(id)?;
+            }
+        }
+        EXPIRING_LOG => {
+            let mut heads = tx.open_table(LOG_HEADS)?;
+            if let Some(head) = read_head(&heads, id)?.filter(|h| h.expires_ms <= now_ms) {
+                let mut entries = tx.open_table(LOG_ENTRIES)?;
+                remove_entries(&mut entries, id, head.first..head.next)?;
+                heads.remove(id)?;
+            }
+        }
+        EXPIRING_CLAIM => {
+            let mut claims = tx.open_table(CLAIMS)?;
+            if read_expiry(&claims, id, |(expires, _)| expires)?.is_some_and(|at| at <= now_ms) {
+                claims.remove(id)?;
+            }
+        }
+        other => return Err(StoreError::Corrupt(format!("unknown expiry kind {other}"))),
+    }
+    Ok(())
+}
+
+/// Creates every table, so that read transactions never meet a missing one.
+fn create_tables(db: &Database) -> StoreResult<()> {
+    let tx = db.begin_write()?;
+    tx.open_table(THREADS)?;
+    tx.open_table(DOCS)?;
+    tx.open_table(MESSAGES)?;
+    tx.open_table(RUNS)?;
+    tx.open_table(LOG_HEADS)?;
+    tx.open_table(LOG_ENTRIES)?;
+    tx.open_table(CLAIMS)?;
+    tx.open_table(INDEX)?;
+    tx.open_table(EXPIRY)?;
+    tx.commit()?;
+    Ok(())
+}
+
+fn next_version(version: u64) -> StoreResult<u64> {
+    version
+        .checked_add(1)
+        .ok_or_else(|| StoreError::Corrupt("version overflow".into()))
+}
+
+fn now_ms() -> u64 {
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn closed() -> StoreError {
+    StoreError::Unavailable("embedded store is closed".into())
+}
+
+/// Runs `f` in a read transaction on the blocking pool.
+async fn read_with<T, F>(shared: Arc<Shared>, f: F) -> StoreResult<T>
+where
+    T: Send + 'static,
+    F: FnOnce(&ReadTransaction, u64) -> StoreResult<T> + Send + 'static,
+{
+    tokio::task::spawn_blocking(move || {
+        let tx = shared.db.begin_read()?;
+        f(&tx, now_ms())
+    })
+    .await
+    .map_err(|e| StoreError::Unavailable(format!("read task failed: {e}")))?
+}
+
+/// Storage failures are outages: nothing was committed.
+macro_rules! unavailable_from {
+    ($($error:ty),* $(,)?) => {$(
+        impl From<$error> for StoreError {
+            fn from(e: $error) -> Self {
+                StoreError::Unavailable(e.to_string())
+            }
+        }
+    )*};
+}
+
+unavailable_from!(
+    redb::DatabaseError,
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError,
+    redb::SetDurabilityError,
+);
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+    use redb::ReadableTableMetadata;
+
+    use super::*;
+
+    fn open(dir: &tempfile::TempDir, options: EmbeddedOptions) -> EmbeddedStore {
+        EmbeddedStore::open_with(dir.path(), options).unwrap()
+    }
+
+    fn small_channels() -> EmbeddedOptions {
+        EmbeddedOptions {
+            channel_capacity: 2,
+            ..EmbeddedOptions::default()
+        }
+    }
+
+    async fn next<T>(stream: &mut BoxStream<'static, StoreResult<T>>) -> T {
+        tokio::time::timeout(Duration::from_secs(5), stream.next())
+            .await
+            .expect("no item in time")
+            .expect("stream ended")
+            .expect("error item")
+    }
+
+    fn key() -> ThreadKey {
+        ThreadKey {
+            thread_id: "t".into(),
+            resource_id: "r".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn lagging_watcher_gets_the_current_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(&dir, small_channels());
+        let mut watch = store.watch_doc(&key(), "d").await.unwrap();
+        for version in 0..10u64 {
+            let value = Bytes::from(version.to_string());
+            store.cas_doc(&key(), "d", version, value).await.unwrap();
+        }
+        let first = next(&mut watch).await;
+        assert_eq!(first.version, 10);
+        store.cas_doc(&key(), "d", 10, Bytes::new()).await.unwrap();
+        assert_eq!(next(&mut watch).await.version, 11);
+    }
+
+    #[tokio::test]
+    async fn lagging_follower_rereads_missed_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(&dir, small_channels());
+        let mut follow = store.follow_chunks("run").await.unwrap();
+        let limits = LogLimits {
+            max_chunks: 100,
+            ttl: Duration::from_secs(30),
+        };
+        for seq in 0..10u64 {
+            let chunk = (seq, Bytes::from(seq.to_string()));
+            store
+                .append_chunks("run", vec![chunk], limits)
+                .await
+                .unwrap();
+        }
+        for seq in 0..10u64 {
+            assert_eq!(next(&mut follow).await.0, seq);
+        }
+    }
+
+    #[tokio::test]
+    async fn lagging_control_subscriber_gets_an_error_then_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(&dir, small_channels());
+        let mut control = store.subscribe_control("run").await.unwrap();
+        for _ in 0..5 {
+            store
+                .publish_control("run", Bytes::from_static(b"x"))
+                .await
+                .unwrap();
+        }
+        let lagged = control.next().await.unwrap();
+        assert!(matches!(lagged, Err(StoreError::Unavailable(_))));
+        assert_eq!(next(&mut control).await, Bytes::from_static(b"x"));
+    }
+
+    #[tokio::test]
+    async fn topics_are_dropped_with_their_last_subscriber() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(&dir, EmbeddedOptions::default());
+        let first = store.watch_doc(&key(), "d").await.unwrap();
+        let second = store.watch_doc(&key(), "d").await.unwrap();
+        let follow = store.follow_chunks("run").await.unwrap();
+        drop(first);
+        assert_eq!(store.shared.docs.topics(), 1);
+        drop((second, follow));
+        assert_eq!(store.shared.docs.topics(), 0);
+        assert_eq!(store.shared.chunks.topics(), 0);
+    }
+
+    #[tokio::test]
+    async fn sweep_purges_expired_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = EmbeddedOptions {
+            sweep_every: Duration::from_millis(50),
+            ..EmbeddedOptions::default()
+        };
+        let store = open(&dir, options);
+        let ttl = Duration::from_millis(50);
+        let limits = LogLimits { max_chunks: 5, ttl };
+        store.cas_run("run", 0, Bytes::new(), ttl).await.unwrap();
+        store
+            .append_chunks("run", vec![(1, Bytes::new())], limits)
+            .await
+            .unwrap();
+        store.claim_key("idem", Bytes::new(), ttl).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let counts = store
+            .read(|tx, _| {
+                Ok([
+                    tx.open_table(RUNS)?.len()?,
+                    tx.open_table(LOG_HEADS)?.len()?,
+                    tx.open_table(LOG_ENTRIES)?.len()?,
+                    tx.open_table(CLAIMS)?.len()?,
+                    tx.open_table(EXPIRY)?.len()?,
+                ])
+            })
+            .await
+            .unwrap();
+        assert_eq!(counts, [0; 5]);
+    }
+
+    #[tokio::test]
+    async fn strict_durability_mode_works() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = EmbeddedOptions {
+            durable_every: Duration::ZERO,
+            ..EmbeddedOptions::default()
+        };
+        let store = open(&dir, options);
+        let written = store.cas_doc(&key(), "d", 0, Bytes::new()).await.unwrap();
+        assert_eq!(written, Cas::Written(1));
+        assert_eq!(
+            store.get_doc(&key(), "d").await.unwrap().unwrap().version,
+            1
+        );
+    }
+}

@@ -1,0 +1,185 @@
+//! Persistent state behind one trait: threads, their documents (the task list), messages, runs,
+//! run chunk logs, idempotency keys and live notifications. Two implementations pass one test
+//! suite: [`redis::RedisStore`] (production) and [`embedded::EmbeddedStore`] (default, on disk).
+//!
+//! Values are opaque bytes (JSON written by the layers above) so the store holds no domain rules;
+//! it only guarantees atomicity: ownership checks, compare-and-set and appends happen in one
+//! store-side step (a Lua script on Redis, one write transaction on the embedded store).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+
+pub mod embedded;
+pub mod redis;
+
+/// Identifies a thread together with the resource that claims it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ThreadKey {
+    /// The thread id (unique across resources: a thread has one owner).
+    pub thread_id: String,
+    /// The resource (user, tenant…) that owns or claims the thread.
+    pub resource_id: String,
+}
+
+/// A value with its version; versions start at 1 and grow by one per write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Versioned {
+    /// Version of this value (0 is never stored: it means "absent" in a CAS).
+    pub version: u64,
+    /// The stored bytes.
+    pub value: Bytes,
+}
+
+/// Outcome of a compare-and-set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Cas {
+    /// Written; carries the new version.
+    Written(u64),
+    /// The stored version differed; carries the current value so a retry needs no extra read.
+    Conflict(Option<Versioned>),
+}
+
+/// What a run needs from its thread before the first step, read in one round trip.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ThreadView {
+    /// Whether the thread exists.
+    pub exists: bool,
+    /// The last `last_messages` messages, oldest first.
+    pub messages: Vec<Bytes>,
+    /// The requested documents, in the order asked.
+    pub docs: Vec<Option<Versioned>>,
+}
+
+/// Bounds of a run's chunk log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogLimits {
+    /// At most this many chunks are kept (the oldest are dropped).
+    pub max_chunks: usize,
+    /// The log expires this long after its last append.
+    pub ttl: Duration,
+}
+
+/// One chunk of a run's log: its sequence number and encoded bytes.
+pub type LogEntry = (u64, Bytes);
+
+/// Errors of the store; mapped once to gRPC statuses at the edge.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The thread exists and belongs to another resource; nothing was touched.
+    #[error("thread \"{thread_id}\" belongs to another resource")]
+    WrongOwner {
+        /// The thread that was claimed.
+        thread_id: String,
+    },
+    /// The store cannot be reached or failed; nothing was half-written.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// A stored record could not be decoded.
+    #[error("corrupt record: {0}")]
+    Corrupt(String),
+}
+
+/// Result alias for store operations.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// The state store. Every method is one round trip on Redis and one transaction on disk.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Checks that the store answers (health).
+    async fn ping(&self) -> StoreResult<()>;
+
+    /// Flushes and releases resources at shutdown (the embedded store makes its last commit
+    /// durable here).
+    async fn close(&self) {}
+
+    /// Reads the thread's last `last_messages` messages and the named documents at once.
+    /// A thread owned by another resource is `WrongOwner`; an absent one is `exists: false`.
+    async fn load_thread(
+        &self,
+        key: &ThreadKey,
+        last_messages: usize,
+        docs: &[&str],
+    ) -> StoreResult<ThreadView>;
+
+    /// Reads one document of a thread (ownership checked; absent thread or doc is `None`).
+    async fn get_doc(&self, key: &ThreadKey, kind: &str) -> StoreResult<Option<Versioned>>;
+
+    /// Writes a document if its stored version is `expected` (0 = absent), creating the thread
+    /// for `key.resource_id` when absent, and notifies watchers of the new value.
+    async fn cas_doc(
+        &self,
+        key: &ThreadKey,
+        kind: &str,
+        expected: u64,
+        value: Bytes,
+    ) -> StoreResult<Cas>;
+
+    /// Streams every new value of a document written after the call (any replica).
+    async fn watch_doc(
+        &self,
+        key: &ThreadKey,
+        kind: &str,
+    ) -> StoreResult<BoxStream<'static, StoreResult<Versioned>>>;
+
+    /// Appends messages to a thread, creating it for `key.resource_id` when absent;
+    /// `thread_meta` (title, metadata as JSON) is stored when given.
+    async fn append_messages(
+        &self,
+        key: &ThreadKey,
+        thread_meta: Option<Bytes>,
+        messages: Vec<Bytes>,
+    ) -> StoreResult<()>;
+
+    /// Reads a run record.
+    async fn get_run(&self, run_id: &str) -> StoreResult<Option<Versioned>>;
+
+    /// Writes a run record if its version is `expected` (0 = absent); it expires after `ttl`.
+    async fn cas_run(
+        &self,
+        run_id: &str,
+        expected: u64,
+        value: Bytes,
+        ttl: Duration,
+    ) -> StoreResult<Cas>;
+
+    /// Appends chunks to a run's bounded log and publishes them to followers.
+    async fn append_chunks(
+        &self,
+        run_id: &str,
+        chunks: Vec<LogEntry>,
+        limits: LogLimits,
+    ) -> StoreResult<()>;
+
+    /// Reads the logged chunks with a sequence number above `after_seq`, in order.
+    async fn read_chunks(&self, run_id: &str, after_seq: u64) -> StoreResult<Vec<LogEntry>>;
+
+    /// Streams chunks appended after the call; callers subscribe first, then read the log,
+    /// and drop duplicates by sequence number.
+    async fn follow_chunks(
+        &self,
+        run_id: &str,
+    ) -> StoreResult<BoxStream<'static, StoreResult<LogEntry>>>;
+
+    /// Claims an idempotency key for `ttl`: `None` when claimed now, else the value stored by
+    /// the first claimer.
+    async fn claim_key(&self, key: &str, value: Bytes, ttl: Duration)
+    -> StoreResult<Option<Bytes>>;
+
+    /// Publishes a control message (e.g. abort) for a run to every replica.
+    async fn publish_control(&self, run_id: &str, message: Bytes) -> StoreResult<()>;
+
+    /// Streams control messages for a run published after the call.
+    async fn subscribe_control(
+        &self,
+        run_id: &str,
+    ) -> StoreResult<BoxStream<'static, StoreResult<Bytes>>>;
+
+    /// Adds or removes `member` in the named index set (e.g. runs awaiting approval per thread).
+    async fn index_set(&self, index: &str, member: &str, present: bool) -> StoreResult<()>;
+
+    /// Lists the members of an index set.
+    async fn index_members(&self, index: &str) -> StoreResult<Vec<String>>;
+}

@@ -1,0 +1,683 @@
+//! Redis implementation of [`Store`]: one round trip per call (a Lua script wherever a check
+//! and a write must be atomic), cluster-ready keys and pub/sub notifications.
+//!
+//! Key layout (every key of a thread or run shares one `{hash tag}`, so scripts touching several
+//! keys stay within one cluster slot):
+//!
+//! | key                                  | type | content                                |
+//! |--------------------------------------|------|----------------------------------------|
+//! | `agentd:{t:<thread>}:meta`           | hash | owner, created_ms, updated_ms, meta    |
+//! | `agentd:{t:<thread>}:doc:<kind>`     | hash | v, value, created_ms, updated_ms       |
+//! | `agentd:{t:<thread>}:msgs`           | list | messages, oldest first                 |
+//! | `agentd:{r:<run>}:run`               | hash | v, value, created_ms, updated_ms (TTL) |
+//! | `agentd:{r:<run>}:log`               | list | `<seq>:<bytes>` entries (bounded, TTL) |
+//! | `agentd:{k:<key>}:idem`              | str  | the first claimer's value (TTL)        |
+//! | `agentd:{i:<index>}:set`             | set  | members                                |
+//!
+//! Channels: `agentd:{t:<thread>}:watch:<kind>:<owner>` carries `<version>:<bytes>` (the owner is
+//! part of the name, so a watcher of another resource can never receive the thread's values),
+//! `agentd:{r:<run>}:chunks` carries `<seq>:<bytes>`, `agentd:{r:<run>}:control` raw messages.
+//! Id parts are escaped (`%`, `{`, `}`, `:`) so that distinct ids never share a key.
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::io;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::{self, BoxStream, StreamExt};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubStream};
+use redis::{
+    Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, Script, ScriptInvocation, Value,
+};
+
+use super::{
+    Cas, LogEntry, LogLimits, Store, StoreError, StoreResult, ThreadKey, ThreadView, Versioned,
+};
+
+/// Error code raised by the scripts when a thread belongs to another resource.
+const WRONG_OWNER: &str = "WRONGOWNER";
+
+/// Helpers shared by every script (prepended to each body).
+const PRELUDE: &str = r#"
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- Whether `resource` may use the thread (an absent thread is free), and the current owner.
+local function may_use(meta, resource)
+  local owner = redis.call('HGET', meta, 'owner')
+  return (not owner) or owner == resource, owner
+end
+-- Creates the thread for `resource` when absent; bumps updated_ms.
+local function touch_thread(meta, resource, now)
+  if redis.call('HSETNX', meta, 'owner', resource) == 1 then
+    redis.call('HSET', meta, 'created_ms', now)
+  end
+  redis.call('HSET', meta, 'updated_ms', now)
+end
+-- A versioned hash as {v, value}, or false when absent.
+local function read_versioned(key)
+  local cur = redis.call('HMGET', key, 'v', 'value')
+  if cur[1] then return {cur[1], cur[2]} end
+  return false
+end
+-- Compare-and-set of a versioned hash: {1, new_version} or {0} / {0, v, value} on conflict.
+-- Versions are compared as decimal strings, so no float rounding can make them match.
+local function cas_versioned(key, expected, value, now)
+  local cur = redis.call('HMGET', key, 'v', 'value')
+  if (cur[1] or '0') ~= expected then
+    if cur[1] then return {0, cur[1], cur[2]} end
+    return {0}
+  end
+  if not cur[1] then redis.call('HSET', key, 'created_ms', now) end
+  local v = redis.call('HINCRBY', key, 'v', 1)
+  redis.call('HSET', key, 'value', value, 'updated_ms', now)
+  return {1, v}
+end
+"#;
+
+/// KEYS: meta, msgs, docs…; ARGV: resource, last_messages → {exists, msgs, docs}.
+static LOAD_THREAD: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local ok, owner = may_use(KEYS[1], ARGV[1])
+if not ok then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
+local msgs = {}
+if ARGV[2] ~= '0' then msgs = redis.call('LRANGE', KEYS[2], '-' .. ARGV[2], -1) end
+local docs = {}
+for i = 3, #KEYS do docs[i - 2] = read_versioned(KEYS[i]) end
+return {owner and 1 or 0, msgs, docs}
+"#,
+    )
+});
+
+/// KEYS: meta, doc; ARGV: resource → {v, value} or nil.
+static GET_DOC: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+if not may_use(KEYS[1], ARGV[1]) then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
+return read_versioned(KEYS[2])
+"#,
+    )
+});
+
+/// KEYS: meta, doc; ARGV: resource, expected, value, channel → CAS reply.
+static CAS_DOC: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+if not may_use(KEYS[1], ARGV[1]) then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
+local now = now_ms()
+local res = cas_versioned(KEYS[2], ARGV[2], ARGV[3], now)
+if res[1] == 1 then
+  touch_thread(KEYS[1], ARGV[1], now)
+  redis.call('PUBLISH', ARGV[4], res[2] .. ':' .. ARGV[3])
+end
+return res
+"#,
+    )
+});
+
+/// KEYS: meta, msgs; ARGV: resource, has_meta ('1'/'0'), meta, messages… → 1.
+static APPEND_MESSAGES: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+if not may_use(KEYS[1], ARGV[1]) then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
+touch_thread(KEYS[1], ARGV[1], now_ms())
+if ARGV[2] == '1' then redis.call('HSET', KEYS[1], 'meta', ARGV[3]) end
+for i = 4, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+return 1
+"#,
+    )
+});
+
+/// KEYS: run; ARGV: expected, value, ttl_ms → CAS reply.
+static CAS_RUN: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local res = cas_versioned(KEYS[1], ARGV[1], ARGV[2], now_ms())
+if res[1] == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+return res
+"#,
+    )
+});
+
+/// KEYS: log; ARGV: max_chunks, ttl_ms, channel, entries… → 1.
+static APPEND_CHUNKS: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+for i = 4, #ARGV do
+  redis.call('RPUSH', KEYS[1], ARGV[i])
+  redis.call('PUBLISH', ARGV[3], ARGV[i])
+end
+if ARGV[1] == '0' then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('LTRIM', KEYS[1], '-' .. ARGV[1], -1)
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 1
+"#,
+    )
+});
+
+/// KEYS: key; ARGV: value, ttl_ms → the first claimer's value, or nil when claimed now.
+static CLAIM_KEY: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local cur = redis.call('GET', KEYS[1])
+if cur then return cur end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return false
+"#,
+    )
+});
+
+/// Builds a script from the shared prelude and a body.
+fn script(body: &str) -> Script {
+    Script::new(&format!("{PRELUDE}{body}"))
+}
+
+/// Timeouts of a [`RedisStore`]; the defaults make calls against a dead server fail within ~2 s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RedisOptions {
+    /// Limit for establishing one TCP connection.
+    pub connect_timeout: Duration,
+    /// Limit for the reply to one command.
+    pub response_timeout: Duration,
+    /// Limit for a whole store call, reconnection attempts included.
+    pub call_timeout: Duration,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_millis(500),
+            response_timeout: Duration::from_secs(1),
+            call_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// The production store: Redis through a self-healing connection manager.
+#[derive(Clone)]
+pub struct RedisStore {
+    /// Opens the dedicated pub/sub connections.
+    client: redis::Client,
+    /// Multiplexed command connection; reconnects by itself after failures.
+    conn: ConnectionManager,
+    options: RedisOptions,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The client's connection info may hold a password: print the options only.
+        f.debug_struct("RedisStore")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// Connects to `url` (e.g. `redis://127.0.0.1:6379/0`) with default timeouts.
+    pub async fn connect(url: &str) -> StoreResult<Self> {
+        Self::connect_with(url, RedisOptions::default()).await
+    }
+
+    /// Connects to `url` with the given timeouts; fails if the server does not answer.
+    pub async fn connect_with(url: &str, options: RedisOptions) -> StoreResult<Self> {
+        let client = redis::Client::open(url)
+            .map_err(|e| StoreError::Unavailable(format!("invalid redis url: {e}")))?;
+        // Few, short retries: a call waits for the reconnection, and must fail within
+        // `call_timeout`; the next call starts a new attempt anyway.
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(options.connect_timeout))
+            .set_response_timeout(Some(options.response_timeout))
+            .set_number_of_retries(2)
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(Duration::from_millis(250));
+        let conn = with_deadline(
+            options.call_timeout,
+            ConnectionManager::new_with_config(client.clone(), config),
+        )
+        .await
+        .map_err(store_err)?;
+        Ok(Self {
+            client,
+            conn,
+            options,
+        })
+    }
+
+    /// Runs one command or script on the shared connection within the call timeout.
+    async fn call<T, F, Fut>(&self, op: F) -> RedisResult<T>
+    where
+        F: Fn(ConnectionManager) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let attempt = async {
+            match op(self.conn.clone()).await {
+                // A refused connection means the command never left this process, so one retry
+                // is safe; it lets the first call after a server restart succeed.
+                Err(e) if e.is_connection_refusal() => op(self.conn.clone()).await,
+                other => other,
+            }
+        };
+        with_deadline(self.options.call_timeout, attempt).await
+    }
+
+    /// Runs a script (by hash, loading it when the server lacks it).
+    async fn eval<T: FromRedisValue>(&self, script: &ScriptInvocation<'_>) -> RedisResult<T> {
+        self.call(|mut c| async move { script.invoke_async(&mut c).await })
+            .await
+    }
+
+    /// Runs a plain command.
+    async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> StoreResult<T> {
+        self.call(|mut c| async move { cmd.query_async(&mut c).await })
+            .await
+            .map_err(store_err)
+    }
+
+    /// Opens a dedicated pub/sub connection subscribed to `channel` (confirmed by the server).
+    async fn subscribe(&self, channel: &str) -> StoreResult<PubSubStream> {
+        let open = async {
+            let mut pubsub = self.client.get_async_pubsub().await?;
+            pubsub.subscribe(channel).await?;
+            Ok(pubsub.into_on_message())
+        };
+        with_deadline(self.options.call_timeout, open)
+            .await
+            .map_err(store_err)
+    }
+
+    /// Fails with `WrongOwner` when the thread exists and belongs to another resource.
+    async fn check_owner(&self, key: &ThreadKey) -> StoreResult<()> {
+        let mut hget = redis::cmd("HGET");
+        hget.arg(thread_key(&key.thread_id, "meta")).arg("owner");
+        let owner: Option<String> = self.query(&hget).await?;
+        match owner {
+            Some(owner) if owner != key.resource_id => Err(StoreError::WrongOwner {
+                thread_id: key.thread_id.clone(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    async fn ping(&self) -> StoreResult<()> {
+        self.query(&redis::cmd("PING")).await
+    }
+
+    async fn load_thread(
+        &self,
+        key: &ThreadKey,
+        last_messages: usize,
+        docs: &[&str],
+    ) -> StoreResult<ThreadView> {
+        let mut script = LOAD_THREAD.prepare_invoke();
+        script
+            .key(thread_key(&key.thread_id, "meta"))
+            .key(thread_key(&key.thread_id, "msgs"));
+        for kind in docs {
+            script.key(doc_key(&key.thread_id, kind));
+        }
+        // Clamped so that the script can negate it as a 64-bit integer.
+        let last = last_messages.min(i64::MAX as usize);
+        script.arg(&key.resource_id).arg(last);
+        type Reply = (u8, Vec<Bytes>, Vec<Option<(u64, Bytes)>>);
+        let (exists, messages, found): Reply = self.eval(&script).await.map_err(thread_err(key))?;
+        Ok(ThreadView {
+            exists: exists == 1,
+            messages,
+            docs: found.into_iter().map(|doc| doc.map(versioned)).collect(),
+        })
+    }
+
+    async fn get_doc(&self, key: &ThreadKey, kind: &str) -> StoreResult<Option<Versioned>> {
+        let mut script = GET_DOC.prepare_invoke();
+        script
+            .key(thread_key(&key.thread_id, "meta"))
+            .key(doc_key(&key.thread_id, kind))
+            .arg(&key.resource_id);
+        let found: Option<(u64, Bytes)> = self.eval(&script).await.map_err(thread_err(key))?;
+        Ok(found.map(versioned))
+    }
+
+    async fn cas_doc(
+        &self,
+        key: &ThreadKey,
+        kind: &str,
+        expected: u64,
+        value: Bytes,
+    ) -> StoreResult<Cas> {
+        let mut script = CAS_DOC.prepare_invoke();
+        script
+            .key(thread_key(&key.thread_id, "meta"))
+            .key(doc_key(&key.thread_id, kind))
+            .arg(&key.resource_id)
+            .arg(expected)
+            .arg(value.as_ref())
+            .arg(watch_channel(key, kind));
+        decode_cas(self.eval(&script).await.map_err(thread_err(key))?)
+    }
+
+    async fn watch_doc(
+        &self,
+        key: &ThreadKey,
+        kind: &str,
+    ) -> StoreResult<BoxStream<'static, StoreResult<Versioned>>> {
+        self.check_owner(key).await?;
+        let messages = self.subscribe(&watch_channel(key, kind)).await?;
+        Ok(payload_stream(messages, |payload| {
+            split_numbered(payload).map(|(version, value)| Versioned { version, value })
+        }))
+    }
+
+    async fn append_messages(
+        &self,
+        key: &ThreadKey,
+        thread_meta: Option<Bytes>,
+        messages: Vec<Bytes>,
+    ) -> StoreResult<()> {
+        let mut script = APPEND_MESSAGES.prepare_invoke();
+        script
+            .key(thread_key(&key.thread_id, "meta"))
+            .key(thread_key(&key.thread_id, "msgs"))
+            .arg(&key.resource_id);
+        match &thread_meta {
+            Some(meta) => script.arg("1").arg(meta.as_ref()),
+            None => script.arg("0").arg(""),
+        };
+        for message in &messages {
+            script.arg(message.as_ref());
+        }
+        self.eval(&script).await.map_err(thread_err(key))
+    }
+
+    async fn get_run(&self, run_id: &str) -> StoreResult<Option<Versioned>> {
+        let mut hmget = redis::cmd("HMGET");
+        hmget.arg(run_key(run_id, "run")).arg("v").arg("value");
+        let (version, value): (Option<u64>, Option<Bytes>) = self.query(&hmget).await?;
+        Ok(version
+            .zip(value)
+            .map(|(version, value)| Versioned { version, value }))
+    }
+
+    async fn cas_run(
+        &self,
+        run_id: &str,
+        expected: u64,
+        value: Bytes,
+        ttl: Duration,
+    ) -> StoreResult<Cas> {
+        let mut script = CAS_RUN.prepare_invoke();
+        script
+            .key(run_key(run_id, "run"))
+            .arg(expected)
+            .arg(value.as_ref())
+            .arg(ttl_ms(ttl));
+        decode_cas(self.eval(&script).await.map_err(store_err)?)
+    }
+
+    async fn append_chunks(
+        &self,
+        run_id: &str,
+        chunks: Vec<LogEntry>,
+        limits: LogLimits,
+    ) -> StoreResult<()> {
+        let mut script = APPEND_CHUNKS.prepare_invoke();
+        script
+            .key(run_key(run_id, "log"))
+            .arg(limits.max_chunks.min(i64::MAX as usize))
+            .arg(ttl_ms(limits.ttl))
+            .arg(run_key(run_id, "chunks"));
+        for (seq, bytes) in &chunks {
+            script.arg(encode_numbered(*seq, bytes));
+        }
+        self.eval(&script).await.map_err(store_err)
+    }
+
+    async fn read_chunks(&self, run_id: &str, after_seq: u64) -> StoreResult<Vec<LogEntry>> {
+        let mut lrange = redis::cmd("LRANGE");
+        lrange.arg(run_key(run_id, "log")).arg(0).arg(-1);
+        let entries: Vec<Vec<u8>> = self.query(&lrange).await?;
+        let mut chunks = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let (seq, bytes) = split_numbered(&entry)?;
+            if seq > after_seq {
+                chunks.push((seq, bytes));
+            }
+        }
+        Ok(chunks)
+    }
+
+    async fn follow_chunks(
+        &self,
+        run_id: &str,
+    ) -> StoreResult<BoxStream<'static, StoreResult<LogEntry>>> {
+        let messages = self.subscribe(&run_key(run_id, "chunks")).await?;
+        Ok(payload_stream(messages, split_numbered))
+    }
+
+    async fn claim_key(
+        &self,
+        key: &str,
+        value: Bytes,
+        ttl: Duration,
+    ) -> StoreResult<Option<Bytes>> {
+        let mut script = CLAIM_KEY.prepare_invoke();
+        script
+            .key(format!("agentd:{{k:{}}}:idem", esc(key)))
+            .arg(value.as_ref())
+            .arg(ttl_ms(ttl));
+        self.eval(&script).await.map_err(store_err)
+    }
+
+    async fn publish_control(&self, run_id: &str, message: Bytes) -> StoreResult<()> {
+        let mut publish = redis::cmd("PUBLISH");
+        publish
+            .arg(run_key(run_id, "control"))
+            .arg(message.as_ref());
+        self.query(&publish).await
+    }
+
+    async fn subscribe_control(
+        &self,
+        run_id: &str,
+    ) -> StoreResult<BoxStream<'static, StoreResult<Bytes>>> {
+        let messages = self.subscribe(&run_key(run_id, "control")).await?;
+        Ok(payload_stream(messages, |payload| {
+            Ok(Bytes::copy_from_slice(payload))
+        }))
+    }
+
+    async fn index_set(&self, index: &str, member: &str, present: bool) -> StoreResult<()> {
+        let mut update = redis::cmd(if present { "SADD" } else { "SREM" });
+        update.arg(index_key(index)).arg(member);
+        self.query(&update).await
+    }
+
+    async fn index_members(&self, index: &str) -> StoreResult<Vec<String>> {
+        let mut smembers = redis::cmd("SMEMBERS");
+        smembers.arg(index_key(index));
+        let mut members: Vec<String> = self.query(&smembers).await?;
+        // Sets are unordered; sorting keeps results stable (and equal to the embedded store's).
+        members.sort_unstable();
+        Ok(members)
+    }
+}
+
+/// Maps an error of a thread script: the owner check's error becomes `WrongOwner`.
+fn thread_err(key: &ThreadKey) -> impl Fn(RedisError) -> StoreError + '_ {
+    move |e| {
+        if e.code() == Some(WRONG_OWNER) {
+            StoreError::WrongOwner {
+                thread_id: key.thread_id.clone(),
+            }
+        } else {
+            store_err(e)
+        }
+    }
+}
+
+/// Awaits `fut` for at most `limit`; a late answer is a timeout I/O error.
+async fn with_deadline<T>(
+    limit: Duration,
+    fut: impl Future<Output = RedisResult<T>>,
+) -> RedisResult<T> {
+    tokio::time::timeout(limit, fut).await.unwrap_or_else(|_| {
+        Err(RedisError::from(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "redis did not answer in time",
+        )))
+    })
+}
+
+/// Maps a client error: undecodable replies are corrupt records, anything else is an outage.
+fn store_err(e: RedisError) -> StoreError {
+    match e.kind() {
+        ErrorKind::Parse | ErrorKind::UnexpectedReturnType => StoreError::Corrupt(e.to_string()),
+        _ => StoreError::Unavailable(e.to_string()),
+    }
+}
+
+/// Turns pub/sub messages into store items; the end of the connection is reported as an error
+/// so that a follower knows it may have missed messages.
+fn payload_stream<T: Send + 'static>(
+    messages: PubSubStream,
+    decode: fn(&[u8]) -> StoreResult<T>,
+) -> BoxStream<'static, StoreResult<T>> {
+    messages
+        .map(move |msg| decode(msg.get_payload_bytes()))
+        .chain(stream::once(async {
+            Err(StoreError::Unavailable(
+                "redis subscription connection closed".into(),
+            ))
+        }))
+        .boxed()
+}
+
+/// Decodes a CAS script reply: `{1, v}`, `{0}` or `{0, v, value}`.
+fn decode_cas(reply: Vec<Value>) -> StoreResult<Cas> {
+    let mut parts = reply.into_iter();
+    let written = parts.next().map(u8::from_redis_value).transpose();
+    let version = parts.next().map(u64::from_redis_value).transpose();
+    let value = parts.next().map(Bytes::from_redis_value).transpose();
+    let corrupt = |e: redis::ParsingError| StoreError::Corrupt(format!("CAS reply: {e}"));
+    match (
+        written.map_err(corrupt)?,
+        version.map_err(corrupt)?,
+        value.map_err(corrupt)?,
+    ) {
+        (Some(1), Some(version), None) => Ok(Cas::Written(version)),
+        (Some(0), None, None) => Ok(Cas::Conflict(None)),
+        (Some(0), Some(version), Some(value)) => {
+            Ok(Cas::Conflict(Some(Versioned { version, value })))
+        }
+        _ => Err(StoreError::Corrupt("unexpected CAS reply shape".into())),
+    }
+}
+
+/// Builds a [`Versioned`] from a script's `{v, value}` pair.
+fn versioned((version, value): (u64, Bytes)) -> Versioned {
+    Versioned { version, value }
+}
+
+/// Encodes `<number>:<bytes>` (log entries and doc notifications).
+fn encode_numbered(number: u64, bytes: &[u8]) -> Vec<u8> {
+    let mut out = format!("{number}:").into_bytes();
+    out.extend_from_slice(bytes);
+    out
+}
+
+/// Decodes `<number>:<bytes>`.
+fn split_numbered(raw: &[u8]) -> StoreResult<(u64, Bytes)> {
+    let corrupt = || StoreError::Corrupt("malformed numbered entry".into());
+    let colon = raw.iter().position(|b| *b == b':').ok_or_else(corrupt)?;
+    let number = std::str::from_utf8(&raw[..colon])
+        .ok()
+        .and_then(|digits| digits.parse().ok())
+        .ok_or_else(corrupt)?;
+    Ok((number, Bytes::copy_from_slice(&raw[colon + 1..])))
+}
+
+/// Milliseconds for PX/PEXPIRE (at least 1: Redis rejects 0).
+fn ttl_ms(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// Escapes the characters that delimit key parts, so that distinct ids never share a key.
+fn esc(part: &str) -> Cow<'_, str> {
+    if !part.contains(['%', '{', '}', ':']) {
+        return Cow::Borrowed(part);
+    }
+    let mut out = String::with_capacity(part.len() + 8);
+    for c in part.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '{' => out.push_str("%7B"),
+            '}' => out.push_str("%7D"),
+            ':' => out.push_str("%3A"),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A key of a thread (`suffix` is trusted, not escaped).
+fn thread_key(thread_id: &str, suffix: &str) -> String {
+    format!("agentd:{{t:{}}}:{suffix}", esc(thread_id))
+}
+
+/// The key of one document of a thread.
+fn doc_key(thread_id: &str, kind: &str) -> String {
+    thread_key(thread_id, &format!("doc:{}", esc(kind)))
+}
+
+/// The channel of a document's new values, scoped to the resource that owns the thread.
+fn watch_channel(key: &ThreadKey, kind: &str) -> String {
+    thread_key(
+        &key.thread_id,
+        &format!("watch:{}:{}", esc(kind), esc(&key.resource_id)),
+    )
+}
+
+/// A key (or channel) of a run.
+fn run_key(run_id: &str, suffix: &str) -> String {
+    format!("agentd:{{r:{}}}:{suffix}", esc(run_id))
+}
+
+/// The key of an index set.
+fn index_key(index: &str) -> String {
+    format!("agentd:{{i:{}}}:set", esc(index))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaped_ids_never_collide() {
+        assert_eq!(thread_key("abc", "meta"), "agentd:{t:abc}:meta");
+        assert_ne!(
+            doc_key("x", "tasks}:meta"),
+            thread_key("x}:doc:tasks", "meta")
+        );
+        assert_eq!(esc("a%7B"), "a%257B");
+    }
+
+    #[test]
+    fn numbered_entries_round_trip() {
+        let raw = encode_numbered(42, b"a:b");
+        assert_eq!(
+            split_numbered(&raw).unwrap(),
+            (42, Bytes::from_static(b"a:b"))
+        );
+        assert!(split_numbered(b"nope").is_err());
+    }
+}

@@ -1,0 +1,130 @@
+//! Task lists in the store: runs the pure rules of [`crate::tasks`] against a thread's stored
+//! list atomically. Shared by `TaskService` and the agent's task tools, so both doors behave the
+//! same.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+
+use crate::store::{Cas, Store, StoreError, StoreResult, ThreadKey, Versioned};
+use crate::tasks::{self, Task};
+
+/// Document kind under which a thread's task list is stored.
+pub const TASKS_DOC: &str = "tasks";
+
+/// A task list and its store version (0 = never written).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaskList {
+    /// Store version of the list.
+    pub version: u64,
+    /// The tasks, in order.
+    pub tasks: Vec<Task>,
+}
+
+impl TaskList {
+    /// Decodes a stored list; an absent document is the empty list.
+    pub fn decode(doc: Option<&Versioned>) -> StoreResult<Self> {
+        let Some(doc) = doc else {
+            return Ok(Self::default());
+        };
+        let tasks = serde_json::from_slice(&doc.value)
+            .map_err(|e| StoreError::Corrupt(format!("task list: {e}")))?;
+        Ok(Self {
+            version: doc.version,
+            tasks,
+        })
+    }
+
+    fn encode(tasks: &[Task]) -> StoreResult<Bytes> {
+        serde_json::to_vec(tasks)
+            .map(Bytes::from)
+            .map_err(|e| StoreError::Corrupt(format!("task list: {e}")))
+    }
+}
+
+/// Reads and mutates task lists.
+#[derive(Clone)]
+pub struct TaskLists {
+    store: Arc<dyn Store>,
+}
+
+impl TaskLists {
+    /// Task lists kept in `store`.
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self { store }
+    }
+
+    /// Reads a thread's list (ownership checked).
+    pub async fn load(&self, key: &ThreadKey) -> StoreResult<TaskList> {
+        let doc = self.store.get_doc(key, TASKS_DOC).await?;
+        TaskList::decode(doc.as_ref())
+    }
+
+    /// Applies `op` to the stored list atomically: the outcome is computed from the current
+    /// list and written with compare-and-set; on a concurrent change it is recomputed from the
+    /// newer list, so no update is lost. `known` skips the first read when the caller already
+    /// holds a recent copy (the agent loop does).
+    pub async fn apply<F>(
+        &self,
+        key: &ThreadKey,
+        known: Option<TaskList>,
+        op: F,
+    ) -> StoreResult<(tasks::Outcome, TaskList)>
+    where
+        F: Fn(&[Task]) -> tasks::Outcome,
+    {
+        let mut current = match known {
+            Some(list) => list,
+            None => self.load(key).await?,
+        };
+        loop {
+            let outcome = op(&current.tasks);
+            if !outcome.store {
+                return Ok((outcome, current));
+            }
+            let value = TaskList::encode(&outcome.tasks)?;
+            match self
+                .store
+                .cas_doc(key, TASKS_DOC, current.version, value)
+                .await?
+            {
+                Cas::Written(version) => {
+                    let list = TaskList {
+                        version,
+                        tasks: outcome.tasks.clone(),
+                    };
+                    return Ok((outcome, list));
+                }
+                Cas::Conflict(now) => current = TaskList::decode(now.as_ref())?,
+            }
+        }
+    }
+
+    /// Streams the list now and after every change (from any replica), skipping versions
+    /// already sent.
+    pub async fn watch(
+        &self,
+        key: &ThreadKey,
+    ) -> StoreResult<BoxStream<'static, StoreResult<TaskList>>> {
+        // Subscribe before reading so that no change between the two is missed.
+        let updates = self.store.watch_doc(key, TASKS_DOC).await?;
+        let first = self.load(key).await?;
+        let mut last_version = first.version;
+        let later = updates.filter_map(move |update| {
+            let item = match update {
+                Ok(doc) if doc.version <= last_version => None,
+                Ok(doc) => {
+                    last_version = doc.version;
+                    Some(TaskList::decode(Some(&doc)))
+                }
+                Err(e) => Some(Err(e)),
+            };
+            futures::future::ready(item)
+        });
+        Ok(futures::stream::once(futures::future::ready(Ok(first)))
+            .chain(later)
+            .boxed())
+    }
+}

@@ -1,0 +1,640 @@
+"""Tests of the agentd Helm chart, on the output of the real Helm engine.
+
+helm-python-sdk embeds Helm's Go SDK (no helm binary): `lint`, `Chart.render` (what `helm template`
+does, values.schema.json included) and `Config.install(dry_run="client")`. kubernetes-validate checks
+every rendered object against the Kubernetes OpenAPI schemas (strict: unknown fields fail).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import kubernetes_validate
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "helm" / "agentd"
+CI_VALUES = ROOT / "helm" / "ci"
+RELEASE = "agentd-ci"
+NAMESPACE = "agentd-ci"
+# The oldest Kubernetes the chart supports (Chart.yaml kubeVersion), a common one, and the newest
+# schema kubernetes-validate ships.
+KUBE_VERSIONS = ["1.27.0", "1.30.0", kubernetes_validate.latest_version()]
+
+SECRET_ENV = re.compile(r"(KEY|KEYS|PASSWORD|TOKEN|SECRET|HEADERS)$")
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def load_values(name: str) -> dict[str, Any]:
+    return yaml.safe_load((CI_VALUES / name).read_text())
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+@pytest.fixture(scope="session")
+def chart():
+    with helm.Chart.load(CHART) as loaded:
+        yield loaded
+
+
+class Rendered:
+    """The objects of one render, by kind and name."""
+
+    def __init__(self, files: dict[str, str]):
+        self.files = files
+        self.notes = next((text for path, text in files.items() if path.endswith("NOTES.txt")), "")
+        self.objects: list[dict[str, Any]] = []
+        for path, text in files.items():
+            if path.endswith("NOTES.txt"):
+                continue
+            for doc in yaml.safe_load_all(text):
+                if doc:
+                    doc["__source__"] = path
+                    self.objects.append(doc)
+
+    def kinds(self) -> set[str]:
+        return {o["kind"] for o in self.objects}
+
+    def all(self, kind: str) -> list[dict[str, Any]]:
+        return [o for o in self.objects if o["kind"] == kind]
+
+    def one(self, kind: str, name: str | None = None) -> dict[str, Any]:
+        found = [o for o in self.all(kind) if name is None or o["metadata"]["name"] == name]
+        assert len(found) == 1, f"expected one {kind} {name or ''}, got {[o['metadata']['name'] for o in found]}"
+        return found[0]
+
+
+def render(chart, values: dict[str, Any] | None = None) -> Rendered:
+    return Rendered(chart.render(values, name=RELEASE, namespace=NAMESPACE, is_install=True))
+
+
+def agentd_container(r: Rendered) -> dict[str, Any]:
+    deployment = r.one("Deployment")
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    return next(c for c in containers if c["name"] == "agentd")
+
+
+def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def pod_specs(r: Rendered) -> list[tuple[str, dict[str, Any]]]:
+    specs = []
+    for obj in r.objects:
+        if obj["kind"] == "Pod":
+            specs.append((f"Pod/{obj['metadata']['name']}", obj["spec"]))
+        elif obj["kind"] in ("Deployment", "StatefulSet"):
+            specs.append((f"{obj['kind']}/{obj['metadata']['name']}", obj["spec"]["template"]["spec"]))
+    return specs
+
+
+# Scenarios rendered and validated: name -> values.
+BUNDLED = {
+    "store": {"mode": "bundled", "bundled": {"auth": {"enabled": True}}},
+    "secrets": {"existingSecret": "agentd-secrets", "apiKeysKey": "api-keys"},
+    "replicaCount": 2,
+    "networkPolicy": {"enabled": True, "allowExternal": False, "egress": {"enabled": True}},
+}
+SCENARIOS: dict[str, dict[str, Any] | None] = {
+    "default": None,
+    "production": load_values("production-values.yaml"),
+    "bundled-redis": BUNDLED,
+    "bundled-redis-no-auth": {"store": {"mode": "bundled"}, "autoscaling": {"enabled": True}},
+    "embedded-persistent": {
+        "persistence": {"enabled": True, "storageClass": "fast"},
+        "secrets": {"existingSecret": "agentd-secrets", "envFromExistingSecret": True},
+        "service": {"type": "LoadBalancer", "headless": {"enabled": True}},
+        "topologySpreadConstraints": [],
+    },
+    "external-plain-url": {
+        "replicaCount": 2,
+        "store": {"mode": "external", "external": {"url": "redis://redis.data.svc:6379/1"}},
+        "otel": {"endpoint": "http://collector:4318", "protocol": "http/protobuf"},
+    },
+    "external-url-secret": {
+        "replicaCount": 2,
+        "store": {"mode": "external", "external": {"urlSecret": {"name": "redis-url", "key": "url"}}},
+        "image": {"digest": "sha256:" + "a" * 64},
+        "podDisruptionBudget": {"enabled": False},
+        "serviceAccount": {"create": False},
+        "agentd": {"port": 6000, "listenHost": "::"},
+        "service": {"port": 443},
+    },
+}
+
+
+@pytest.fixture(scope="session")
+def rendered(chart) -> dict[str, Rendered]:
+    return {name: render(chart, values) for name, values in SCENARIOS.items()}
+
+
+# --- lint and render ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("values_file", [None, "production-values.yaml", BUNDLED])
+def test_lint_passes_strict(values_file):
+    values = values_file if isinstance(values_file, dict) else load_values(values_file) if values_file else None
+    report = helm.lint(CHART, values, strict=True, kube_version="v1.30.0", namespace=NAMESPACE)
+    assert report["errors"] == [], report
+    serious = [m for m in report["messages"] if m["severity"] >= 2]
+    assert serious == [], serious
+
+
+def test_app_version_is_the_crate_version(chart):
+    cargo = tomllib.loads((ROOT / "Cargo.toml").read_text())
+    assert chart.metadata["appVersion"] == cargo["package"]["version"]
+
+
+def test_install_dry_run_with_production_values(chart):
+    """The full install path (kubeVersion check, schema, templates, hooks split off)."""
+    with helm.Config(storage_driver="memory", namespace=NAMESPACE) as cfg:
+        release = cfg.install(
+            chart, RELEASE, load_values("production-values.yaml"), namespace=NAMESPACE, dry_run="client"
+        )
+    kinds = {doc["kind"] for doc in yaml.safe_load_all(release["manifest"]) if doc}
+    assert {"Deployment", "Service", "ConfigMap", "HorizontalPodAutoscaler", "PodDisruptionBudget",
+            "NetworkPolicy", "ServiceAccount"} <= kinds
+    assert release["app_version"] == chart.metadata["appVersion"]
+    assert "grpcurl" in release["notes"] and "grpc.health.v1.Health/Check" in release["notes"]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_every_manifest_validates_against_kubernetes_schemas(rendered, scenario):
+    r = rendered[scenario]
+    assert r.objects, "nothing rendered"
+    for obj in r.objects:
+        doc = {k: v for k, v in obj.items() if k != "__source__"}
+        for version in KUBE_VERSIONS:
+            try:
+                kubernetes_validate.validate(doc, version, strict=True)
+            except kubernetes_validate.ValidationError as err:
+                pytest.fail(f"{obj['__source__']} {obj['kind']}/{obj['metadata']['name']} "
+                            f"is invalid for Kubernetes {version}: {err.message} at {list(err.absolute_path)}")
+
+
+@pytest.mark.parametrize("scenario,expected", [
+    ("default", {"Deployment", "Service", "ConfigMap", "ServiceAccount", "PodDisruptionBudget", "Pod"}),
+    ("production", {"Deployment", "Service", "ConfigMap", "ServiceAccount", "PodDisruptionBudget",
+                    "HorizontalPodAutoscaler", "NetworkPolicy", "Pod"}),
+    ("bundled-redis", {"Deployment", "Service", "ConfigMap", "ServiceAccount", "PodDisruptionBudget",
+                       "StatefulSet", "NetworkPolicy", "Pod"}),
+    ("embedded-persistent", {"Deployment", "Service", "ConfigMap", "ServiceAccount", "PodDisruptionBudget",
+                             "PersistentVolumeClaim", "Pod"}),
+])
+def test_rendered_kinds(rendered, scenario, expected):
+    assert rendered[scenario].kinds() == expected
+
+
+def test_every_object_has_standard_labels(rendered):
+    for r in rendered.values():
+        for obj in r.objects:
+            labels = obj["metadata"]["labels"]
+            for key in ("helm.sh/chart", "app.kubernetes.io/name", "app.kubernetes.io/instance",
+                        "app.kubernetes.io/version", "app.kubernetes.io/managed-by"):
+                assert key in labels, f"{obj['kind']}/{obj['metadata']['name']} lacks {key}"
+            assert obj["metadata"]["namespace"] == NAMESPACE
+
+
+# --- probes and ports ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", ["default", "production", "external-url-secret"])
+def test_probes_are_grpc_probes_on_the_service_port(rendered, scenario):
+    r = rendered[scenario]
+    container = agentd_container(r)
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert "grpc" in ports
+    grpc_port = ports["grpc"]
+
+    service = r.one("Service", r.one("Deployment")["metadata"]["name"])
+    (svc_port,) = service["spec"]["ports"]
+    assert svc_port["name"] == "grpc" and svc_port["appProtocol"] == "grpc"
+    target = svc_port["targetPort"]
+    assert (ports[target] if isinstance(target, str) else target) == grpc_port
+    assert service["spec"]["selector"] == r.one("Deployment")["spec"]["selector"]["matchLabels"]
+
+    for probe_name in ("startupProbe", "livenessProbe", "readinessProbe"):
+        probe = container[probe_name]
+        handlers = {"grpc", "httpGet", "tcpSocket", "exec"} & probe.keys()
+        assert handlers == {"grpc"}, f"{probe_name} must be a native gRPC probe, has {handlers}"
+        assert probe["grpc"]["port"] == grpc_port, probe_name
+
+    listen = env_of(container)["AGENTD_LISTEN"]["value"]
+    assert listen.endswith(f":{grpc_port}")
+    # A store outage must not restart pods: liveness asks the store-independent name.
+    assert container["livenessProbe"]["grpc"]["service"] == "liveness"
+    assert container["readinessProbe"]["grpc"].get("service", "") == ""
+
+
+def test_custom_ports_follow_through(rendered):
+    r = rendered["external-url-secret"]
+    container = agentd_container(r)
+    assert env_of(container)["AGENTD_LISTEN"]["value"] == "[::]:6000"
+    assert container["ports"][0]["containerPort"] == 6000
+    assert r.one("Service")["spec"]["ports"][0]["port"] == 443
+
+
+def test_termination_grace_is_drain_plus_margin(chart):
+    r = render(chart, {"agentd": {"shutdownGraceSeconds": 40, "terminationGraceMarginSeconds": 7}})
+    pod = r.one("Deployment")["spec"]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] == 47
+    assert env_of(agentd_container(r))["AGENTD_SHUTDOWN_GRACE_SECS"]["value"] == "40"
+    default = render(chart)
+    assert default.one("Deployment")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 30
+
+
+# --- image --------------------------------------------------------------------------------------
+
+
+def test_image_tag_defaults_to_app_version(chart, rendered):
+    app_version = chart.metadata["appVersion"]
+    assert agentd_container(rendered["default"])["image"] == f"agentd:{app_version}"
+    assert agentd_container(rendered["production"])["image"].endswith(f":{app_version}")
+    assert rendered["default"].one("Deployment")["metadata"]["labels"]["app.kubernetes.io/version"] == app_version
+
+
+def test_image_tag_and_digest_overrides(chart, rendered):
+    r = render(chart, {"image": {"tag": "0.2.0-rc.1"}})
+    assert agentd_container(r)["image"] == "agentd:0.2.0-rc.1"
+    assert agentd_container(rendered["external-url-secret"])["image"] == "agentd@sha256:" + "a" * 64
+
+
+def test_third_party_images_are_pinned(rendered):
+    for r in rendered.values():
+        for where, spec in pod_specs(r):
+            for c in spec["containers"]:
+                image = c["image"]
+                if "@sha256:" in image:
+                    continue
+                tag = image.rsplit(":", 1)[-1]
+                assert tag != "latest" and re.search(r"\d+\.\d+\.\d+", tag), f"{where}: unpinned {image}"
+
+
+# --- security -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_no_container_runs_as_root(rendered, scenario):
+    specs = pod_specs(rendered[scenario])
+    assert any(where.startswith("Pod/") for where, _ in specs), "the helm test pod is checked too"
+    for where, spec in specs:
+        pod_sc = spec.get("securityContext", {})
+        for c in spec["containers"] + spec.get("initContainers", []):
+            sc = c.get("securityContext", {})
+            effective = {**pod_sc, **sc}
+            who = f"{where} container {c['name']}"
+            assert effective.get("runAsNonRoot") is True, who
+            assert isinstance(effective.get("runAsUser"), int) and effective["runAsUser"] > 0, who
+            assert sc.get("readOnlyRootFilesystem") is True, who
+            assert sc.get("allowPrivilegeEscalation") is False, who
+            assert sc.get("privileged", False) is False, who
+            assert "ALL" in sc.get("capabilities", {}).get("drop", []), who
+            assert not sc.get("capabilities", {}).get("add"), who
+            assert effective.get("seccompProfile", {}).get("type") == "RuntimeDefault", who
+        assert spec.get("automountServiceAccountToken") is False, where
+        assert not spec.get("hostNetwork") and not spec.get("hostPID"), where
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_secrets_are_referenced_never_inlined(rendered, scenario):
+    r = rendered[scenario]
+    assert "Secret" not in r.kinds(), "the chart must not create Secrets"
+    for where, spec in pod_specs(r):
+        for c in spec["containers"]:
+            for e in c.get("env", []):
+                if SECRET_ENV.search(e["name"]):
+                    assert "value" not in e, f"{where}: {e['name']} is inlined"
+                    assert "secretKeyRef" in e["valueFrom"], f"{where}: {e['name']} not from a Secret"
+                # No literal password in a URL: only a $(VAR) expanded from a secretKeyRef env var.
+                assert not re.search(r"://[^/@\s]*:(?!\$\()[^/@\s]*@", e.get("value", "")), f"{where}: {e['name']}"
+            for src in c.get("envFrom", []):
+                assert set(src) <= {"secretRef", "configMapRef", "prefix"}
+    # The agents config names the env vars holding provider keys, never a key.
+    config = tomllib.loads(r.one("ConfigMap")["data"]["agentd.toml"])
+    for provider in config.get("providers", []):
+        assert "api_key_env" in provider and "api_key" not in provider
+
+
+def test_production_secret_refs(rendered):
+    env = env_of(agentd_container(rendered["production"]))
+    refs = {name: e["valueFrom"]["secretKeyRef"] for name, e in env.items() if "valueFrom" in e
+            and "secretKeyRef" in e["valueFrom"]}
+    assert refs["AGENTD_API_KEYS"] == {"name": "agentd-secrets", "key": "api-keys"}
+    assert refs["OPENAI_API_KEY"] == {"name": "agentd-secrets", "key": "openai-api-key"}
+    assert refs["VLLM_API_KEY"] == {"name": "vllm-credentials", "key": "vllm-api-key"}
+    assert refs["REDIS_PASSWORD"] == {"name": "agentd-redis", "key": "password"}
+    assert refs["OTEL_EXPORTER_OTLP_HEADERS"] == {"name": "agentd-secrets", "key": "otlp-headers"}
+    # The password reaches the URL by the kubelet's $(VAR) expansion, declared before its use.
+    names = list(env)
+    assert env["AGENTD_STORE_URL"]["value"] == "rediss://:$(REDIS_PASSWORD)@redis-master.data.svc:6380/0"
+    assert names.index("REDIS_PASSWORD") < names.index("AGENTD_STORE_URL")
+
+
+def test_external_redis_plain_url(rendered):
+    r = rendered["external-plain-url"]
+    env = env_of(agentd_container(r))
+    assert env["AGENTD_STORE_URL"]["value"] == "redis://redis.data.svc:6379/1"
+    assert "REDIS_PASSWORD" not in env
+    assert r.one("Deployment")["spec"]["replicas"] == 2
+    assert "StatefulSet" not in r.kinds()
+
+
+def test_whole_secret_as_env_and_url_from_secret(rendered):
+    container = agentd_container(rendered["embedded-persistent"])
+    assert container["envFrom"] == [{"secretRef": {"name": "agentd-secrets"}}]
+    env = env_of(agentd_container(rendered["external-url-secret"]))
+    assert env["AGENTD_STORE_URL"]["valueFrom"]["secretKeyRef"] == {"name": "redis-url", "key": "url"}
+
+
+def test_schema_enforces_hardening(chart):
+    for override in (
+        {"securityContext": {"runAsNonRoot": False}},
+        {"securityContext": {"readOnlyRootFilesystem": False}},
+        {"securityContext": {"capabilities": {"drop": ["NET_RAW"]}}},
+        {"podSecurityContext": {"runAsUser": 0}},
+        {"podSecurityContext": {"runAsNonRoot": False}},
+        {"store": {"bundled": {"securityContext": {"allowPrivilegeEscalation": True}}}},
+    ):
+        with pytest.raises(helm.HelmValuesError):
+            chart.render(override, name=RELEASE, namespace=NAMESPACE)
+
+
+# --- schema -------------------------------------------------------------------------------------
+
+
+def test_bad_values_file_is_rejected_by_the_schema(chart):
+    bad = load_values("bad-values.yaml")
+    with pytest.raises(helm.HelmValuesError) as err:
+        chart.render(bad, name=RELEASE, namespace=NAMESPACE)
+    message = str(err.value)
+    for where in ("/replicaCount", "/store/mode", "/securityContext/runAsNonRoot", "imageTag"):
+        assert where in message, f"schema error does not name {where}: {message}"
+    with pytest.raises(helm.HelmValuesError):
+        chart.validate_schema(bad)
+    report = helm.lint(CHART, bad, namespace=NAMESPACE)
+    assert report["errors"], "lint must fail on bad values"
+    with helm.Config(storage_driver="memory", namespace=NAMESPACE) as cfg:
+        with pytest.raises(helm.HelmError):
+            cfg.install(chart, RELEASE, bad, namespace=NAMESPACE, dry_run="client")
+
+
+def test_defaults_and_ci_values_pass_the_schema(chart):
+    chart.validate_schema(chart.values)
+    chart.validate_schema(chart.merge_values(load_values("production-values.yaml")))
+
+
+def test_every_value_is_documented():
+    """Every leaf of values.yaml carries a helm-docs style "# --" comment, its own or its block's."""
+    lines = (CHART / "values.yaml").read_text().splitlines()
+    key_re = re.compile(r"^(\s*)([A-Za-z][\w.-]*):(.*)$")
+    stack: list[tuple[int, bool]] = []  # (indent, documented) of the enclosing keys
+    undocumented = []
+    scalar_block_indent = None
+    for i, line in enumerate(lines):
+        if scalar_block_indent is not None:
+            if line.strip() == "" or len(line) - len(line.lstrip()) > scalar_block_indent:
+                continue
+            scalar_block_indent = None
+        m = key_re.match(line)
+        if not m:
+            continue
+        indent, key, rest = len(m.group(1)), m.group(2), m.group(3).strip()
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        comments = []
+        j = i - 1
+        while j >= 0 and lines[j].strip().startswith("#"):
+            comments.append(lines[j].strip())
+            j -= 1
+        documented = any(c.startswith("# --") for c in comments) or any(d for _, d in stack)
+        nxt = next((l for l in lines[i + 1:] if l.strip() and not l.strip().startswith("#")), "")
+        is_group = rest == "" and key_re.match(nxt) is not None and len(nxt) - len(nxt.lstrip()) > indent
+        if not is_group and not documented:
+            undocumented.append(f"line {i + 1}: {key}")
+        if rest in ("|", ">", "|-", ">-"):
+            scalar_block_indent = indent
+        stack.append((indent, documented))
+    assert undocumented == [], undocumented
+
+
+@pytest.mark.parametrize("override", [
+    {"imageTag": "x"},
+    {"agentd": {"prot": 1}},
+    {"store": {"external": {"uri": "redis://x"}}},
+    {"probes": {"liveness": {"path": "/healthz"}}},
+    {"secrets": {"providerKeys": [{"name": "A", "secretKey": "k", "value": "inline"}]}},
+    {"networkPolicy": {"egress": {"allowAll": True}}},
+])
+def test_schema_rejects_unknown_keys(chart, override):
+    with pytest.raises(helm.HelmValuesError):
+        chart.validate_schema(chart.merge_values(override))
+
+
+# --- store --------------------------------------------------------------------------------------
+
+
+def test_bundled_redis_is_a_statefulset_with_a_pvc(rendered):
+    r = rendered["bundled-redis"]
+    sts = r.one("StatefulSet")
+    redis_name = sts["metadata"]["name"]
+    assert sts["spec"]["replicas"] == 1
+    (claim,) = sts["spec"]["volumeClaimTemplates"]
+    assert claim["metadata"]["name"] == "data"
+    assert claim["spec"]["resources"]["requests"]["storage"] == "8Gi"
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    assert {"name": "data", "mountPath": "/data"} in container["volumeMounts"]
+    assert container["image"].startswith("redis:")
+    assert "--requirepass" in container["args"] and "$(REDIS_PASSWORD)" in container["args"]
+    assert env_of(container)["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "agentd-secrets"
+    # Services: one for clients, one governing the StatefulSet.
+    services = {s["metadata"]["name"]: s for s in r.all("Service")}
+    assert sts["spec"]["serviceName"] in services
+    assert services[sts["spec"]["serviceName"]]["spec"]["clusterIP"] == "None"
+    assert redis_name in services
+    # agentd points at it with the password from the Secret, and selects only its own pods.
+    env = env_of(agentd_container(r))
+    assert env["AGENTD_STORE_URL"]["value"] == f"redis://:$(REDIS_PASSWORD)@{redis_name}:6379/0"
+    agentd_selector = r.one("Deployment")["spec"]["selector"]["matchLabels"]
+    redis_labels = sts["spec"]["template"]["metadata"]["labels"]
+    assert not agentd_selector.items() <= redis_labels.items(), "agentd's selector must not match Redis pods"
+    assert r.one("Deployment")["spec"]["strategy"]["type"] == "RollingUpdate"
+
+
+def test_upgrading_agentd_does_not_restart_the_bundled_redis(chart, rendered):
+    before = rendered["bundled-redis"].one("StatefulSet")["spec"]
+    after = render(chart, deep_merge(BUNDLED, {"image": {"tag": "0.2.0"}, "agentd": {"config": "# new"}}))
+    assert after.one("StatefulSet")["spec"] == before
+    assert checksum(after) != checksum(rendered["bundled-redis"])
+
+
+def test_bundled_redis_without_auth(rendered):
+    r = rendered["bundled-redis-no-auth"]
+    container = r.one("StatefulSet")["spec"]["template"]["spec"]["containers"][0]
+    assert "--requirepass" not in container["args"] and "env" not in container
+    redis_name = r.one("StatefulSet")["metadata"]["name"]
+    assert env_of(agentd_container(r))["AGENTD_STORE_URL"]["value"] == f"redis://{redis_name}:6379/0"
+    assert "no password" in r.notes
+
+
+@pytest.mark.parametrize("override", [
+    {"replicaCount": 2},
+    {"autoscaling": {"enabled": True}},
+])
+def test_embedded_store_with_several_replicas_fails_clearly(chart, override):
+    with pytest.raises(helm.HelmRenderError) as err:
+        chart.render(override, name=RELEASE, namespace=NAMESPACE)
+    message = str(err.value)
+    assert "store.mode=embedded is single-writer" in message
+    assert "store.mode=external" in message
+
+
+def test_embedded_store_is_single_writer(rendered):
+    for scenario in ("default", "embedded-persistent"):
+        deployment = rendered[scenario].one("Deployment")
+        assert deployment["spec"]["replicas"] == 1
+        assert deployment["spec"]["strategy"]["type"] == "Recreate"
+        assert "AGENTD_STORE_URL" not in env_of(agentd_container(rendered[scenario]))
+    volumes = {v["name"]: v for v in rendered["embedded-persistent"].one("Deployment")["spec"]["template"]["spec"]["volumes"]}
+    pvc = rendered["embedded-persistent"].one("PersistentVolumeClaim")
+    assert volumes["data"]["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
+    assert "emptyDir" in {k for v in rendered["default"].one("Deployment")["spec"]["template"]["spec"]["volumes"]
+                          if v["name"] == "data" for k in v}
+
+
+@pytest.mark.parametrize("override,needle", [
+    ({"store": {"mode": "external"}}, "store.external.url"),
+    ({"store": {"mode": "external", "external": {"url": "redis://:pw@h:6379/0",
+                                                 "passwordSecret": {"name": "s", "key": "k"}}}},
+     "must not carry credentials"),
+    ({"store": {"mode": "external", "external": {"url": "redis://user:pw@h:6379/0"}}}, "must not carry credentials"),
+    ({"secrets": {"apiKeysKey": "api-keys"}}, "secrets.existingSecret"),
+    ({"secrets": {"providerKeys": [{"name": "OPENAI_API_KEY", "secretKey": "k"}]}}, "names no Secret"),
+    ({"store": {"mode": "bundled", "bundled": {"auth": {"enabled": True}}}}, "store.bundled.auth.enabled needs a Secret"),
+    ({"store": {"mode": "external", "external": {"url": "redis://r:6379"}}, "persistence": {"enabled": True},
+      "replicaCount": 3}, "ReadWriteOnce"),
+])
+def test_inconsistent_values_fail_with_a_clear_message(chart, override, needle):
+    with pytest.raises(helm.HelmRenderError) as err:
+        chart.render(override, name=RELEASE, namespace=NAMESPACE)
+    assert needle in str(err.value)
+
+
+# --- config rollout -----------------------------------------------------------------------------
+
+
+def checksum(r: Rendered) -> str:
+    return r.one("Deployment")["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+
+
+def test_config_checksum_rolls_pods_on_config_change(chart, rendered):
+    base = checksum(rendered["default"])
+    assert re.fullmatch(r"[0-9a-f]{64}", base)
+    assert checksum(render(chart)) == base, "the checksum must be stable"
+    changed = chart.values["agentd"]["config"].replace("You are a helpful assistant.", "Be brief.")
+    assert checksum(render(chart, {"agentd": {"config": changed}})) != base
+    assert checksum(render(chart, {"resources": {"requests": {"cpu": "1"}}})) == base
+
+
+def test_config_is_mounted_from_the_configmap(rendered):
+    r = rendered["default"]
+    container = agentd_container(r)
+    assert env_of(container)["AGENTD_CONFIG"]["value"] == "/etc/agentd/agentd.toml"
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert mounts["config"]["mountPath"] == "/etc/agentd" and mounts["config"]["readOnly"] is True
+    assert mounts["data"]["mountPath"] == env_of(container)["AGENTD_DATA_DIR"]["value"] == "/var/lib/agentd"
+    volumes = {v["name"]: v for v in r.one("Deployment")["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["config"]["configMap"]["name"] == r.one("ConfigMap")["metadata"]["name"]
+    config = tomllib.loads(r.one("ConfigMap")["data"]["agentd.toml"])
+    assert config["agents"][0]["id"] == "assistant"
+    assert env_of(container)["AGENTD_LOG_FORMAT"]["value"] == "json"
+
+
+# --- production features ------------------------------------------------------------------------
+
+
+def test_production_scaling_and_disruption(rendered):
+    r = rendered["production"]
+    deployment = r.one("Deployment")
+    assert "replicas" not in deployment["spec"], "the HPA owns the replica count"
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    hpa = r.one("HorizontalPodAutoscaler")
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
+                                              "name": deployment["metadata"]["name"]}
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (3, 12)
+    pdb = r.one("PodDisruptionBudget")
+    assert pdb["spec"] == {"minAvailable": 2, "selector": deployment["spec"]["selector"]}
+    spread = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert {c["topologyKey"] for c in spread} == {"topology.kubernetes.io/zone", "kubernetes.io/hostname"}
+    for c in spread:
+        assert c["labelSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+
+
+def test_production_otel_env(rendered):
+    env = env_of(agentd_container(rendered["production"]))
+    assert env["OTEL_EXPORTER_OTLP_ENDPOINT"]["value"] == "http://otel-collector.observability.svc:4317"
+    assert env["OTEL_EXPORTER_OTLP_PROTOCOL"]["value"] == "grpc"
+    assert env["OTEL_SERVICE_NAME"]["value"] == "agentd-ci"
+    assert env["OTEL_TRACES_SAMPLER"]["value"] == "parentbased_traceidratio"
+    assert env["OTEL_TRACES_SAMPLER_ARG"]["value"] == "0.2"
+    attrs = env["OTEL_RESOURCE_ATTRIBUTES"]["value"].split(",")
+    assert "deployment.environment=production" in attrs and "k8s.pod.name=$(POD_NAME)" in attrs
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT" not in env_of(agentd_container(rendered["default"]))
+
+
+def test_network_policy_admits_clients_and_the_test_pod(rendered):
+    r = rendered["production"]
+    policy = r.one("NetworkPolicy")
+    assert policy["spec"]["podSelector"]["matchLabels"] == r.one("Deployment")["spec"]["selector"]["matchLabels"]
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"port": "grpc", "protocol": "TCP"}]
+    client_labels = [p["podSelector"]["matchLabels"] for p in rule["from"] if "podSelector" in p]
+    test_pod_labels = r.one("Pod")["metadata"]["labels"]
+    assert any(labels.items() <= test_pod_labels.items() for labels in client_labels)
+    assert set(policy["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+    # With the bundled Redis, Redis only admits agentd, and agentd may reach it.
+    b = rendered["bundled-redis"]
+    redis_policy = b.one("NetworkPolicy", b.one("StatefulSet")["metadata"]["name"])
+    (redis_rule,) = redis_policy["spec"]["ingress"]
+    assert redis_rule["from"] == [{"podSelector": {"matchLabels": b.one("Deployment")["spec"]["selector"]["matchLabels"]}}]
+
+
+def test_headless_service_for_client_side_balancing(rendered):
+    services = rendered["production"].all("Service")
+    headless = [s for s in services if s["spec"].get("clusterIP") == "None"]
+    assert len(headless) == 1 and headless[0]["spec"]["ports"][0]["appProtocol"] == "grpc"
+
+
+def test_helm_test_pod_checks_health_through_the_service(rendered):
+    r = rendered["default"]
+    pod = r.one("Pod")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    assert pod["spec"]["restartPolicy"] == "Never"
+    (container,) = pod["spec"]["containers"]
+    service = r.one("Service")
+    addr = f"-addr={service['metadata']['name']}.{NAMESPACE}.svc:{service['spec']['ports'][0]['port']}"
+    assert container["command"] == ["/ko-app/grpc-health-probe"]
+    assert addr in container["args"]
+
+
+def test_notes_show_grpcurl_commands(rendered):
+    notes = rendered["production"].notes
+    assert "kubectl --namespace agentd-ci port-forward service/agentd-ci 50051:50051" in notes
+    assert "grpcurl -plaintext localhost:50051 list" in notes
+    assert 'authorization: Bearer $AGENTD_API_KEY' in notes
+    assert "helm test agentd-ci" in notes
