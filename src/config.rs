@@ -53,6 +53,9 @@ pub struct Cli {
     /// Longest accepted id (thread, resource, task, run), in bytes.
     #[arg(long, env = "AGENTD_MAX_ID_BYTES")]
     pub max_id_bytes: Option<usize>,
+    /// Comma-separated bearer API keys clients must send (none: no authentication).
+    #[arg(long, env = "AGENTD_API_KEYS", hide_env_values = true)]
+    pub api_keys: Option<String>,
 }
 
 /// The whole configuration.
@@ -67,6 +70,8 @@ pub struct Config {
     pub log: LogConfig,
     /// Size bounds of requests and lists.
     pub limits: Limits,
+    /// Client authentication.
+    pub auth: AuthConfig,
     /// Model providers (OpenAI-compatible endpoints).
     pub providers: Vec<ProviderEntry>,
     /// Agents served.
@@ -147,6 +152,30 @@ impl StoreConfig {
                 redact_url(url)
             )))
         }
+    }
+}
+
+/// Client authentication: bearer API keys, required on the agentd services when any is set.
+#[derive(Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// SHA-256 digests (hex) of accepted keys, so the file holds no secret.
+    pub api_key_sha256: Vec<String>,
+    /// Plain keys; only from `AGENTD_API_KEYS`/`--api-keys`, never read from the file.
+    #[serde(skip)]
+    pub api_keys: Vec<String>,
+}
+
+/// Never prints keys: configs end up in logs and panics.
+impl std::fmt::Debug for AuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthConfig")
+            .field(
+                "api_keys",
+                &format_args!("<{} redacted>", self.api_keys.len()),
+            )
+            .field("api_key_sha256", &self.api_key_sha256.len())
+            .finish()
     }
 }
 
@@ -370,6 +399,14 @@ impl Config {
         set(&mut self.limits.max_tasks, &cli.max_tasks);
         set(&mut self.limits.max_text_bytes, &cli.max_text_bytes);
         set(&mut self.limits.max_id_bytes, &cli.max_id_bytes);
+        if let Some(keys) = &cli.api_keys {
+            self.auth.api_keys = keys
+                .split(',')
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+                .map(str::to_owned)
+                .collect();
+        }
     }
 
     /// Checks consistency: store URL, unique ids, agents naming known providers and tools.

@@ -6,6 +6,7 @@
 pub mod api;
 pub mod config;
 pub mod json;
+pub mod model;
 pub mod pb;
 pub mod server;
 pub mod store;

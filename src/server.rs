@@ -10,12 +10,14 @@ use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 use tonic::server::NamedService;
+use tonic::service::interceptor::InterceptedService;
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 use tracing::{info, warn};
 
 use crate::api::agents::AgentApi;
 use crate::api::approvals::ApprovalApi;
+use crate::api::auth::ApiKeys;
 use crate::api::tasks::TaskApi;
 use crate::config::{Config, StoreKind, redact_url};
 use crate::pb;
@@ -133,6 +135,16 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
 
+    let keys = ApiKeys::new(
+        config.auth.api_keys.iter().map(String::as_str),
+        config.auth.api_key_sha256.iter().map(String::as_str),
+    )
+    .map_err(anyhow::Error::msg)?;
+    if keys.enabled() {
+        info!("bearer API keys required on agentd.v1 services");
+    }
+    let auth = keys;
+
     let tasks = TaskApi::new(
         TaskLists::new(store.clone()),
         config.limits.clone(),
@@ -147,9 +159,18 @@ pub async fn serve(
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
-        .add_service(TaskServiceServer::new(tasks).max_decoding_message_size(limit))
-        .add_service(AgentServiceServer::new(agents).max_decoding_message_size(limit))
-        .add_service(ApprovalServiceServer::new(ApprovalApi).max_decoding_message_size(limit))
+        .add_service(InterceptedService::new(
+            TaskServiceServer::new(tasks).max_decoding_message_size(limit),
+            auth.clone(),
+        ))
+        .add_service(InterceptedService::new(
+            AgentServiceServer::new(agents).max_decoding_message_size(limit),
+            auth.clone(),
+        ))
+        .add_service(InterceptedService::new(
+            ApprovalServiceServer::new(ApprovalApi).max_decoding_message_size(limit),
+            auth,
+        ))
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
             drain.cancelled().await;
         });

@@ -237,3 +237,42 @@ async fn list_and_get_agents_from_config() {
     assert_eq!(missing.code(), Code::NotFound);
     server.stop().await.expect("clean stop");
 }
+
+#[tokio::test]
+async fn api_keys_guard_agentd_services_but_not_health() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut config = support::test_config("embedded", dir.path());
+    config.auth.api_keys = vec!["s3cret".into()];
+    let server = support::start(config).await;
+    let channel = support::channel(&server).await;
+    let request = || pb::CheckRequest {
+        thread_id: "t".into(),
+        resource_id: "r".into(),
+    };
+    let mut tasks = pb::task_service_client::TaskServiceClient::new(channel.clone());
+    let denied = tasks.check(request()).await.expect_err("no key");
+    assert_eq!(denied.code(), Code::Unauthenticated);
+
+    let mut with_key = tonic::Request::new(request());
+    with_key
+        .metadata_mut()
+        .insert("authorization", "Bearer s3cret".parse().expect("header"));
+    tasks.check(with_key).await.expect("right key");
+
+    let mut wrong = tonic::Request::new(request());
+    wrong
+        .metadata_mut()
+        .insert("authorization", "Bearer nope".parse().expect("header"));
+    assert_eq!(
+        tasks.check(wrong).await.expect_err("wrong key").code(),
+        Code::Unauthenticated
+    );
+
+    let mut health = HealthClient::new(channel);
+    assert_eq!(
+        status(&mut health, "liveness").await,
+        Some(ServingStatus::Serving),
+        "probes need no key"
+    );
+    server.stop().await.expect("clean stop");
+}

@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod approvals;
+pub mod auth;
 pub mod error;
 pub mod tasks;
 
