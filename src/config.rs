@@ -9,6 +9,8 @@ use std::time::Duration;
 use clap::Parser;
 use serde::Deserialize;
 
+use crate::model::ProviderConfig;
+
 /// Command-line flags; each one can also be given as the named environment variable.
 #[derive(Debug, Default, Parser)]
 #[command(
@@ -53,6 +55,18 @@ pub struct Cli {
     /// Longest accepted id (thread, resource, task, run), in bytes.
     #[arg(long, env = "AGENTD_MAX_ID_BYTES")]
     pub max_id_bytes: Option<usize>,
+    /// Most runs executing at once on this replica.
+    #[arg(long, env = "AGENTD_MAX_CONCURRENT_RUNS")]
+    pub max_concurrent_runs: Option<usize>,
+    /// Hard ceiling on steps per run.
+    #[arg(long, env = "AGENTD_MAX_STEPS_CEILING")]
+    pub max_steps_ceiling: Option<u32>,
+    /// Seconds a run's chunk log is kept for Observe.
+    #[arg(long, env = "AGENTD_RUN_RETENTION_SECS")]
+    pub run_retention_secs: Option<u64>,
+    /// Seconds a tool call waits for approval before it expires.
+    #[arg(long, env = "AGENTD_APPROVAL_TTL_SECS")]
+    pub approval_ttl_secs: Option<u64>,
     /// Comma-separated bearer API keys clients must send (none: no authentication).
     #[arg(long, env = "AGENTD_API_KEYS", hide_env_values = true)]
     pub api_keys: Option<String>,
@@ -73,7 +87,7 @@ pub struct Config {
     /// Client authentication.
     pub auth: AuthConfig,
     /// Model providers (OpenAI-compatible endpoints).
-    pub providers: Vec<ProviderEntry>,
+    pub providers: Vec<ProviderConfig>,
     /// Agents served.
     pub agents: Vec<AgentConfig>,
 }
@@ -221,6 +235,18 @@ pub struct Limits {
     pub max_text_bytes: usize,
     /// Longest id, in bytes.
     pub max_id_bytes: usize,
+    /// Most messages (input plus context) in one request.
+    pub max_messages: usize,
+    /// Most runs executing at once on this replica; beyond it: RESOURCE_EXHAUSTED.
+    pub max_concurrent_runs: usize,
+    /// Hard step ceiling, applied even when a request sets only `stop_when`.
+    pub max_steps_ceiling: u32,
+    /// How long a run's chunk log and record are kept after its last change, in seconds.
+    pub run_retention_secs: u64,
+    /// Most chunks kept in one run's log (for Observe).
+    pub max_log_chunks: usize,
+    /// How long a tool call waits for a decision before it expires, in seconds.
+    pub approval_ttl_secs: u64,
 }
 
 impl Default for Limits {
@@ -230,52 +256,14 @@ impl Default for Limits {
             max_tasks: 200,
             max_text_bytes: 16 * 1024,
             max_id_bytes: 256,
+            max_messages: 1000,
+            max_concurrent_runs: 1024,
+            max_steps_ceiling: 100,
+            run_retention_secs: 3600,
+            max_log_chunks: 10_000,
+            approval_ttl_secs: 24 * 3600,
         }
     }
-}
-
-/// An OpenAI-compatible model provider.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProviderEntry {
-    /// Name used in agent models (`name/model`).
-    pub name: String,
-    /// Base URL, e.g. https://api.openai.com/v1.
-    pub base_url: String,
-    /// Name of the environment variable holding the API key (never the key itself).
-    #[serde(default)]
-    pub api_key_env: Option<String>,
-    /// Extra HTTP headers sent with every request.
-    #[serde(default)]
-    pub headers: BTreeMap<String, String>,
-    /// Ask for usage in streams (`stream_options.include_usage`).
-    #[serde(default = "yes")]
-    pub include_usage: bool,
-    /// The provider supports `response_format` json_schema.
-    #[serde(default = "yes")]
-    pub structured_output: bool,
-    /// Connect timeout in seconds.
-    #[serde(default = "default_connect_timeout")]
-    pub connect_timeout_secs: u64,
-    /// Longest silence between streamed events, in seconds.
-    #[serde(default = "default_idle_timeout")]
-    pub idle_timeout_secs: u64,
-    /// Retries on 429/5xx when a request does not say.
-    #[serde(default = "default_max_retries")]
-    pub max_retries: u32,
-}
-
-fn yes() -> bool {
-    true
-}
-fn default_connect_timeout() -> u64 {
-    10
-}
-fn default_idle_timeout() -> u64 {
-    60
-}
-fn default_max_retries() -> u32 {
-    2
 }
 
 /// An agent: model, instructions and tools.
@@ -298,12 +286,49 @@ pub struct AgentConfig {
     /// Enabled tool sets; `tasks` enables task_write, task_update, task_complete, task_check.
     #[serde(default)]
     pub tools: Vec<String>,
+    /// Tools served by HTTP endpoints (webhooks): agentd POSTs the call, the response is the result.
+    #[serde(default)]
+    pub http_tools: Vec<HttpToolConfig>,
     /// Tools whose calls wait for approval.
     #[serde(default)]
     pub require_approval: Vec<String>,
     /// Options applied when a request leaves them unset.
     #[serde(default)]
     pub default_options: AgentDefaults,
+}
+
+/// A tool executed by POSTing its call to an HTTP endpoint.
+///
+/// Request body: `{"toolCallId", "toolName", "args", "runId", "threadId", "resourceId",
+/// "requestContext"}`. A 2xx JSON answer is the result; anything else is a tool error the
+/// model sees.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpToolConfig {
+    /// Tool name offered to the model.
+    pub name: String,
+    /// What the tool does, for the model.
+    #[serde(default)]
+    pub description: String,
+    /// JSON Schema of the arguments (a TOML table).
+    #[serde(default = "empty_object_schema")]
+    pub parameters: serde_json::Value,
+    /// Endpoint URL (http or https).
+    pub url: String,
+    /// Seconds one call may take.
+    #[serde(default = "default_tool_timeout")]
+    pub timeout_secs: u64,
+    /// Extra request headers; a value `env:NAME` is read from that environment variable.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+fn empty_object_schema() -> serde_json::Value {
+    serde_json::json!({"type": "object", "properties": {}})
+}
+
+fn default_tool_timeout() -> u64 {
+    30
 }
 
 /// An agent's default run options.
@@ -399,6 +424,13 @@ impl Config {
         set(&mut self.limits.max_tasks, &cli.max_tasks);
         set(&mut self.limits.max_text_bytes, &cli.max_text_bytes);
         set(&mut self.limits.max_id_bytes, &cli.max_id_bytes);
+        set(
+            &mut self.limits.max_concurrent_runs,
+            &cli.max_concurrent_runs,
+        );
+        set(&mut self.limits.max_steps_ceiling, &cli.max_steps_ceiling);
+        set(&mut self.limits.run_retention_secs, &cli.run_retention_secs);
+        set(&mut self.limits.approval_ttl_secs, &cli.approval_ttl_secs);
         if let Some(keys) = &cli.api_keys {
             self.auth.api_keys = keys
                 .split(',')
@@ -421,6 +453,21 @@ impl Config {
             ("limits.max_tasks", limits.max_tasks),
             ("limits.max_text_bytes", limits.max_text_bytes),
             ("limits.max_id_bytes", limits.max_id_bytes),
+            ("limits.max_messages", limits.max_messages),
+            ("limits.max_concurrent_runs", limits.max_concurrent_runs),
+            (
+                "limits.max_steps_ceiling",
+                limits.max_steps_ceiling as usize,
+            ),
+            (
+                "limits.run_retention_secs",
+                limits.run_retention_secs as usize,
+            ),
+            ("limits.max_log_chunks", limits.max_log_chunks),
+            (
+                "limits.approval_ttl_secs",
+                limits.approval_ttl_secs as usize,
+            ),
         ] {
             if value == 0 {
                 return Err(invalid(&format!("{name} must be > 0")));
@@ -454,6 +501,34 @@ impl Config {
                 return Err(invalid(&format!(
                     "agent {:?}: model {:?} must be provider/model with a configured provider",
                     a.id, a.model
+                )));
+            }
+            let mut names: HashSet<&str> = HashSet::new();
+            if a.tools.iter().any(|t| t == "tasks") {
+                names.extend(crate::tasks::TOOL_NAMES);
+            }
+            for tool in &a.http_tools {
+                if tool.name.is_empty() || !names.insert(tool.name.as_str()) {
+                    return Err(invalid(&format!(
+                        "agent {:?}: tool names must be non-empty and unique: {:?}",
+                        a.id, tool.name
+                    )));
+                }
+                if !(tool.url.starts_with("http://") || tool.url.starts_with("https://")) {
+                    return Err(invalid(&format!(
+                        "agent {:?}: http tool {:?}: url must start with http:// or https://",
+                        a.id, tool.name
+                    )));
+                }
+            }
+            if let Some(t) = a
+                .require_approval
+                .iter()
+                .find(|t| !names.contains(t.as_str()))
+            {
+                return Err(invalid(&format!(
+                    "agent {:?}: require_approval names unknown tool {t:?}",
+                    a.id
                 )));
             }
             if let Some(t) = a.tools.iter().find(|t| !TOOL_SETS.contains(&t.as_str())) {

@@ -3,6 +3,7 @@
 //! Layout: `api` is the gRPC edge, `tasks` holds the pure task-list rules, `tasklist` applies
 //! them to stored lists, `store` hides Redis and the embedded store behind one trait.
 
+pub mod agent;
 pub mod api;
 pub mod config;
 pub mod json;

@@ -15,6 +15,9 @@ use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 use tracing::{info, warn};
 
+use crate::agent::Agents;
+use crate::agent::run::RunDeps;
+use crate::agent::runtime::{Runtime, RuntimeLimits};
 use crate::api::agents::AgentApi;
 use crate::api::approvals::ApprovalApi;
 use crate::api::auth::ApiKeys;
@@ -150,7 +153,28 @@ pub async fn serve(
         config.limits.clone(),
         shutdown.clone(),
     );
-    let agents = AgentApi::new(&config.agents);
+    let agents = Arc::new(Agents::from_config(&config)?);
+    let runtime = Runtime::new(
+        RunDeps {
+            store: store.clone(),
+            lists: TaskLists::new(store.clone()),
+            http: reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(10))
+                .build()
+                .context("building the HTTP client for tools")?,
+            step_ceiling: config.limits.max_steps_ceiling,
+        },
+        agents,
+        RuntimeLimits {
+            max_concurrent_runs: config.limits.max_concurrent_runs,
+            retention: Duration::from_secs(config.limits.run_retention_secs),
+            max_log_chunks: config.limits.max_log_chunks,
+            approval_ttl: Duration::from_secs(config.limits.approval_ttl_secs),
+        },
+    );
+    let abort_listener = tokio::spawn(runtime.clone().listen_for_aborts(shutdown.clone()));
+    let agents = AgentApi::new(runtime.clone(), config.limits.clone());
+    let approvals = ApprovalApi::new(runtime, config.limits.clone());
 
     let addr = listener.local_addr()?;
     info!(%addr, "agentd listening");
@@ -168,7 +192,7 @@ pub async fn serve(
             auth.clone(),
         ))
         .add_service(InterceptedService::new(
-            ApprovalServiceServer::new(ApprovalApi).max_decoding_message_size(limit),
+            ApprovalServiceServer::new(approvals).max_decoding_message_size(limit),
             auth,
         ))
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
@@ -185,6 +209,7 @@ pub async fn serve(
     };
     shutdown.cancel();
     let _ = monitor.await;
+    let _ = abort_listener.await;
     store.close().await;
     info!("agentd stopped");
     outcome

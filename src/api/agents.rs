@@ -1,67 +1,71 @@
-//! `agentd.v1.AgentService`: agent listing from config. The run RPCs answer UNIMPLEMENTED until
-//! the agent loop lands.
+//! `agentd.v1.AgentService`: converts requests to domain runs and hands them to the runtime.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use futures::stream::BoxStream;
+use serde_json::Value;
 use tonic::{Request, Response, Status};
 
-use crate::config::AgentConfig;
-use crate::json::to_proto_struct;
+use super::error::Violations;
+use super::{check_id, check_text};
+use crate::agent::message::{Message, Part, Role};
+use crate::agent::request::{
+    ClientTool, ErrorStrategy, MemoryRequest, OnDisconnect, RunRequest, StopCondition,
+    StructuredOutput, TracingRequest,
+};
+use crate::agent::runtime::{ChunkStream, Runtime};
+use crate::agent::{AgentDef, wire};
+use crate::config::Limits;
+use crate::json::{from_proto_struct, from_proto_value, to_proto_struct};
+use crate::model::{ModelSettings, ToolChoice};
 use crate::pb;
-use crate::tasks;
+
+/// Remembered messages sent to the model when a request does not say.
+const DEFAULT_LAST_MESSAGES: usize = 10;
 
 /// The AgentService implementation.
 pub struct AgentApi {
-    agents: Arc<BTreeMap<String, pb::Agent>>,
+    runtime: Arc<Runtime>,
+    limits: Limits,
 }
 
 impl AgentApi {
-    /// An AgentService serving the configured agents.
-    pub fn new(configs: &[AgentConfig]) -> Self {
-        let agents = configs
-            .iter()
-            .map(|a| (a.id.clone(), describe(a)))
-            .collect();
-        Self {
-            agents: Arc::new(agents),
-        }
+    /// An AgentService running agents on `runtime`.
+    pub fn new(runtime: Arc<Runtime>, limits: Limits) -> Self {
+        Self { runtime, limits }
     }
 }
 
-/// The public description of a configured agent.
-fn describe(agent: &AgentConfig) -> pb::Agent {
-    let mut tools = Vec::new();
-    if agent.tools.iter().any(|t| t == "tasks") {
-        for (name, description, schema) in tasks::tool_definitions() {
-            let input_schema = match schema {
-                serde_json::Value::Object(map) => Some(to_proto_struct(&map)),
+/// The public description of an agent.
+fn describe(agent: &AgentDef) -> pb::Agent {
+    let config = &agent.config;
+    let tools = agent
+        .tools
+        .iter()
+        .map(|t| pb::ToolInfo {
+            name: t.name.clone(),
+            description: t.description.clone(),
+            input_schema: match &t.parameters {
+                Value::Object(map) => Some(to_proto_struct(map)),
                 _ => None,
-            };
-            tools.push(pb::ToolInfo {
-                name: name.to_owned(),
-                description: description.to_owned(),
-                input_schema,
-                require_approval: agent.default_options.require_tool_approval
-                    || agent.require_approval.iter().any(|t| t == name),
-            });
-        }
-    }
-    let defaults = &agent.default_options;
+            },
+            require_approval: t.require_approval,
+        })
+        .collect();
+    let defaults = &config.default_options;
+    let to_i32 = |n: u32| i32::try_from(n).unwrap_or(i32::MAX);
     pb::Agent {
-        id: agent.id.clone(),
-        name: agent.name.clone().unwrap_or_else(|| agent.id.clone()),
-        description: agent.description.clone(),
-        model: agent.model.clone(),
-        instructions: agent.instructions.clone(),
+        id: config.id.clone(),
+        name: config.name.clone().unwrap_or_else(|| config.id.clone()),
+        description: config.description.clone(),
+        model: config.model.clone(),
+        instructions: config.instructions.clone(),
         tools,
         default_options: Some(pb::DefaultOptions {
-            max_steps: defaults.max_steps.map(clamp_i32),
-            tool_call_concurrency: defaults.tool_call_concurrency.map(clamp_i32),
+            max_steps: defaults.max_steps.map(to_i32),
+            tool_call_concurrency: defaults.tool_call_concurrency.map(to_i32),
             model_settings: Some(pb::ModelSettings {
                 temperature: defaults.temperature,
-                max_output_tokens: defaults.max_output_tokens.map(clamp_i32),
+                max_output_tokens: defaults.max_output_tokens.map(to_i32),
                 ..Default::default()
             }),
             require_tool_approval: defaults.require_tool_approval,
@@ -69,11 +73,338 @@ fn describe(agent: &AgentConfig) -> pb::Agent {
     }
 }
 
-fn clamp_i32(n: u32) -> i32 {
-    i32::try_from(n).unwrap_or(i32::MAX)
+/// Converts and checks a GenerateRequest; every problem names its field.
+pub fn run_request(req: pb::GenerateRequest, limits: &Limits) -> Result<RunRequest, Status> {
+    let mut v = Violations::default();
+    if req.agent_id.is_empty() {
+        v.add("agent_id", "must not be empty");
+    }
+    check_id(&mut v, "agent_id", &req.agent_id, limits);
+    check_id(&mut v, "run_id", &req.run_id, limits);
+    check_id(&mut v, "idempotency_key", &req.idempotency_key, limits);
+    if req.messages.len() + req.context.len() > limits.max_messages {
+        v.add(
+            "messages",
+            format!(
+                "messages and context may hold at most {} messages",
+                limits.max_messages
+            ),
+        );
+    }
+    let mut input = messages(&mut v, "messages", &req.messages);
+    if !req.prompt.is_empty() {
+        input.push(Message::new(
+            Role::User,
+            vec![Part::Text {
+                text: req.prompt.clone(),
+            }],
+        ));
+    }
+    if input.is_empty() {
+        v.add("messages", "give at least one message, or a prompt");
+    }
+    let context = messages(&mut v, "context", &req.context);
+    let max_steps = req.max_steps.and_then(|n| positive(&mut v, "max_steps", n));
+    let stop_when = stop_conditions(&mut v, &req.stop_when);
+    let tool_choice = req
+        .tool_choice
+        .as_ref()
+        .and_then(|c| tool_choice(&mut v, c));
+    let tool_call_concurrency = req
+        .tool_call_concurrency
+        .and_then(|n| positive(&mut v, "tool_call_concurrency", n));
+    let structured_output = req
+        .structured_output
+        .as_ref()
+        .and_then(|o| structured_output(&mut v, o));
+    let memory = req.memory.as_ref().and_then(|m| memory(&mut v, m, limits));
+    let settings = req
+        .model_settings
+        .as_ref()
+        .map(|s| model_settings(&mut v, s))
+        .unwrap_or_default();
+    let client_tools = client_tools(&mut v, &req.client_tools);
+    for (i, system) in req.system.iter().enumerate() {
+        check_text(&mut v, &format!("system.{i}"), system, limits);
+    }
+    let tracing = req
+        .tracing_options
+        .as_ref()
+        .map(|t| TracingRequest {
+            trace_id: t.trace_id.clone(),
+            parent_span_id: t.parent_span_id.clone(),
+            metadata: t
+                .metadata
+                .as_ref()
+                .map(from_proto_struct)
+                .unwrap_or_default(),
+            tags: t.tags.clone(),
+            request_context_keys: t.request_context_keys.clone(),
+            record_inputs: t.record_inputs,
+            record_outputs: t.record_outputs,
+        })
+        .unwrap_or_default();
+    let on_disconnect = on_disconnect(req.on_disconnect());
+    v.into_result()?;
+    Ok(RunRequest {
+        agent_id: req.agent_id,
+        run_id: (!req.run_id.is_empty()).then_some(req.run_id),
+        input,
+        max_steps,
+        stop_when,
+        active_tools: req.active_tools,
+        tool_choice,
+        require_tool_approval: req.require_tool_approval,
+        auto_resume_suspended_tools: req.auto_resume_suspended_tools,
+        tool_call_concurrency,
+        context,
+        structured_output,
+        instructions: req.instructions,
+        system: req.system,
+        memory,
+        settings,
+        client_tools,
+        provider_options: req
+            .provider_options
+            .as_ref()
+            .map(from_proto_struct)
+            .unwrap_or_default(),
+        request_context: req
+            .request_context
+            .as_ref()
+            .map(from_proto_struct)
+            .unwrap_or_default(),
+        tracing,
+        include_raw: req.include_raw_chunks,
+        save_per_step: req.save_per_step,
+        idempotency_key: (!req.idempotency_key.is_empty()).then_some(req.idempotency_key),
+        on_disconnect,
+    })
 }
 
-type ChunkStream = BoxStream<'static, Result<pb::Chunk, Status>>;
+/// The domain disconnect behaviour.
+pub fn on_disconnect(value: pb::OnDisconnect) -> OnDisconnect {
+    match value {
+        pb::OnDisconnect::Continue => OnDisconnect::Continue,
+        pb::OnDisconnect::Abort | pb::OnDisconnect::Unspecified => OnDisconnect::Abort,
+    }
+}
+
+fn messages(v: &mut Violations, field: &str, list: &[pb::Message]) -> Vec<Message> {
+    list.iter()
+        .enumerate()
+        .filter_map(
+            |(i, m)| match wire::message_from(m, &format!("{field}.{i}")) {
+                Ok(m) => Some(m),
+                Err((path, why)) => {
+                    v.add(path, why);
+                    None
+                }
+            },
+        )
+        .collect()
+}
+
+fn positive(v: &mut Violations, field: &str, n: i32) -> Option<u32> {
+    match u32::try_from(n) {
+        Ok(n) if n >= 1 => Some(n),
+        _ => {
+            v.add(field, "must be at least 1");
+            None
+        }
+    }
+}
+
+fn stop_conditions(v: &mut Violations, list: &[pb::StopCondition]) -> Vec<StopCondition> {
+    use pb::stop_condition::Condition;
+    let mut out = Vec::new();
+    for (i, c) in list.iter().enumerate() {
+        let field = format!("stop_when.{i}");
+        match &c.condition {
+            None => v.add(field, "must set one condition"),
+            Some(Condition::StepCountIs(n)) => {
+                if let Some(n) = positive(v, &format!("{field}.step_count_is"), *n) {
+                    out.push(StopCondition::StepCountIs(n));
+                }
+            }
+            Some(Condition::HasToolCall(name)) if name.is_empty() => {
+                v.add(format!("{field}.has_tool_call"), "must name a tool");
+            }
+            Some(Condition::HasToolCall(name)) => {
+                out.push(StopCondition::HasToolCall(name.clone()))
+            }
+            Some(Condition::FinishReasonIs(r)) => {
+                let reason = pb::FinishReason::try_from(*r)
+                    .ok()
+                    .and_then(wire::finish_reason_from);
+                match reason {
+                    Some(reason) => out.push(StopCondition::FinishReasonIs(reason)),
+                    None => v.add(
+                        format!("{field}.finish_reason_is"),
+                        "must be a step finish reason (stop, length, content filter, tool calls, error, other)",
+                    ),
+                }
+            }
+            Some(Condition::TotalTokensAtLeast(n)) => match u64::try_from(*n) {
+                Ok(n) if n > 0 => out.push(StopCondition::TotalTokensAtLeast(n)),
+                _ => v.add(
+                    format!("{field}.total_tokens_at_least"),
+                    "must be at least 1",
+                ),
+            },
+        }
+    }
+    out
+}
+
+fn tool_choice(v: &mut Violations, choice: &pb::ToolChoice) -> Option<ToolChoice> {
+    use pb::tool_choice::Choice;
+    match &choice.choice {
+        None => None,
+        Some(Choice::Mode(mode)) => match pb::ToolChoiceMode::try_from(*mode) {
+            Ok(pb::ToolChoiceMode::Auto) => Some(ToolChoice::Auto),
+            Ok(pb::ToolChoiceMode::None) => Some(ToolChoice::None),
+            Ok(pb::ToolChoiceMode::Required) => Some(ToolChoice::Required),
+            Ok(pb::ToolChoiceMode::Unspecified) => None,
+            Err(_) => {
+                v.add("tool_choice.mode", "unknown mode");
+                None
+            }
+        },
+        Some(Choice::ToolName(name)) if name.is_empty() => {
+            v.add("tool_choice.tool_name", "must name a tool");
+            None
+        }
+        Some(Choice::ToolName(name)) => Some(ToolChoice::Tool(name.clone())),
+    }
+}
+
+fn structured_output(v: &mut Violations, o: &pb::StructuredOutput) -> Option<StructuredOutput> {
+    let Some(schema) = &o.schema else {
+        v.add("structured_output.schema", "is required");
+        return None;
+    };
+    let error_strategy = match o.error_strategy() {
+        pb::ErrorStrategy::Unspecified | pb::ErrorStrategy::Strict => ErrorStrategy::Strict,
+        pb::ErrorStrategy::Warn => ErrorStrategy::Warn,
+        pb::ErrorStrategy::Fallback => ErrorStrategy::Fallback,
+    };
+    let fallback_value = o.fallback_value.as_ref().map(from_proto_value);
+    if error_strategy == ErrorStrategy::Fallback && fallback_value.is_none() {
+        v.add(
+            "structured_output.fallback_value",
+            "is required with ERROR_STRATEGY_FALLBACK",
+        );
+    }
+    Some(StructuredOutput {
+        schema: Value::Object(from_proto_struct(schema)),
+        error_strategy,
+        fallback_value,
+        instructions: o.instructions.clone(),
+        json_prompt_injection: o.json_prompt_injection,
+    })
+}
+
+fn memory(v: &mut Violations, m: &pb::MemoryOptions, limits: &Limits) -> Option<MemoryRequest> {
+    let thread = m.thread.clone().unwrap_or_default();
+    match (thread.id.is_empty(), m.resource.is_empty()) {
+        (true, true) => return None,
+        (false, false) => {}
+        _ => {
+            v.add(
+                "memory",
+                format!(
+                    "A resourceId and a threadId must be provided when using Memory. Saw threadId \"{}\" and resourceId \"{}\"",
+                    thread.id, m.resource
+                ),
+            );
+            return None;
+        }
+    }
+    check_id(v, "memory.thread.id", &thread.id, limits);
+    check_id(v, "memory.resource", &m.resource, limits);
+    let options = m.options.unwrap_or_default();
+    let last_messages = match options.last_messages {
+        None => DEFAULT_LAST_MESSAGES,
+        Some(n) => match usize::try_from(n) {
+            Ok(n) => n,
+            Err(_) => {
+                v.add("memory.options.last_messages", "must not be negative");
+                0
+            }
+        },
+    };
+    Some(MemoryRequest {
+        thread_id: thread.id,
+        resource_id: m.resource.clone(),
+        title: thread.title,
+        metadata: thread
+            .metadata
+            .as_ref()
+            .map(from_proto_struct)
+            .unwrap_or_default(),
+        last_messages,
+        read_only: options.read_only,
+    })
+}
+
+fn model_settings(v: &mut Violations, s: &pb::ModelSettings) -> ModelSettings {
+    let mut count = |field: &str, n: Option<i32>| -> Option<u32> {
+        n.and_then(|n| match u32::try_from(n) {
+            Ok(n) => Some(n),
+            Err(_) => {
+                v.add(format!("model_settings.{field}"), "must not be negative");
+                None
+            }
+        })
+    };
+    ModelSettings {
+        temperature: s.temperature,
+        max_output_tokens: count("max_output_tokens", s.max_output_tokens),
+        top_p: s.top_p,
+        top_k: count("top_k", s.top_k),
+        presence_penalty: s.presence_penalty,
+        frequency_penalty: s.frequency_penalty,
+        stop_sequences: s.stop_sequences.clone(),
+        seed: s.seed,
+        max_retries: count("max_retries", s.max_retries),
+    }
+}
+
+fn client_tools(v: &mut Violations, tools: &[pb::ClientTool]) -> Vec<ClientTool> {
+    let mut seen = std::collections::HashSet::new();
+    tools
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| {
+            if t.name.is_empty() || !seen.insert(t.name.as_str()) {
+                v.add(
+                    format!("client_tools.{i}.name"),
+                    "must be non-empty and unique",
+                );
+                return None;
+            }
+            let parameters = t.parameters.as_ref().map_or_else(
+                || serde_json::json!({"type": "object", "properties": {}}),
+                |p| Value::Object(from_proto_struct(p)),
+            );
+            Some(ClientTool {
+                name: t.name.clone(),
+                description: t.description.clone(),
+                parameters,
+            })
+        })
+        .collect()
+}
+
+fn required_run_id(run_id: &str, limits: &Limits) -> Result<(), Status> {
+    let mut v = Violations::default();
+    if run_id.is_empty() {
+        v.add("run_id", "must not be empty");
+    }
+    check_id(&mut v, "run_id", run_id, limits);
+    v.into_result()
+}
 
 #[tonic::async_trait]
 impl pb::agent_service_server::AgentService for AgentApi {
@@ -82,29 +413,37 @@ impl pb::agent_service_server::AgentService for AgentApi {
 
     async fn generate(
         &self,
-        _request: Request<pb::GenerateRequest>,
+        request: Request<pb::GenerateRequest>,
     ) -> Result<Response<Self::GenerateStream>, Status> {
-        Err(Status::unimplemented(
-            "AgentService.Generate is not available yet",
-        ))
+        let run = run_request(request.into_inner(), &self.limits)?;
+        let stream = self.runtime.generate(run).await?;
+        Ok(Response::new(stream))
     }
 
     async fn observe(
         &self,
-        _request: Request<pb::ObserveRequest>,
+        request: Request<pb::ObserveRequest>,
     ) -> Result<Response<Self::ObserveStream>, Status> {
-        Err(Status::unimplemented(
-            "AgentService.Observe is not available yet",
-        ))
+        let req = request.into_inner();
+        required_run_id(&req.run_id, &self.limits)?;
+        let stream = self
+            .runtime
+            .observe(&req.run_id, req.after_sequence)
+            .await?;
+        Ok(Response::new(stream))
     }
 
     async fn abort(
         &self,
-        _request: Request<pb::AbortRequest>,
+        request: Request<pb::AbortRequest>,
     ) -> Result<Response<pb::AbortResponse>, Status> {
-        Err(Status::unimplemented(
-            "AgentService.Abort is not available yet",
-        ))
+        let req = request.into_inner();
+        required_run_id(&req.run_id, &self.limits)?;
+        let mut v = Violations::default();
+        check_text(&mut v, "reason", &req.reason, &self.limits);
+        v.into_result()?;
+        let aborted = self.runtime.abort(&req.run_id, &req.reason).await?;
+        Ok(Response::new(pb::AbortResponse { aborted }))
     }
 
     async fn list_agents(
@@ -112,7 +451,7 @@ impl pb::agent_service_server::AgentService for AgentApi {
         _request: Request<pb::ListAgentsRequest>,
     ) -> Result<Response<pb::ListAgentsResponse>, Status> {
         Ok(Response::new(pb::ListAgentsResponse {
-            agents: self.agents.values().cloned().collect(),
+            agents: self.runtime.agents().iter().map(|a| describe(a)).collect(),
         }))
     }
 
@@ -122,14 +461,14 @@ impl pb::agent_service_server::AgentService for AgentApi {
     ) -> Result<Response<pb::Agent>, Status> {
         let id = request.into_inner().agent_id;
         if id.is_empty() {
-            let mut v = super::error::Violations::default();
+            let mut v = Violations::default();
             v.add("agent_id", "must not be empty");
             return Err(v.into_status());
         }
-        self.agents
+        self.runtime
+            .agents()
             .get(&id)
-            .cloned()
-            .map(Response::new)
+            .map(|a| Response::new(describe(&a)))
             .ok_or_else(|| Status::not_found(format!("agent {id:?} is not configured")))
     }
 }

@@ -1,18 +1,47 @@
-//! `agentd.v1.ApprovalService`: answers UNIMPLEMENTED until suspension and resumption land.
+//! `agentd.v1.ApprovalService`: decisions on suspended tool calls, handed to the runtime.
 
-use futures::stream::BoxStream;
+use std::sync::Arc;
+
 use tonic::{Request, Response, Status};
 
+use super::agents::on_disconnect;
+use super::check_id;
+use super::error::Violations;
+use crate::agent::run::DECLINED_TEXT;
+use crate::agent::runtime::{ChunkStream, Runtime};
+use crate::agent::state::Decision;
+use crate::config::Limits;
+use crate::json::from_proto_value;
 use crate::pb;
 
 /// The ApprovalService implementation.
-#[derive(Default)]
-pub struct ApprovalApi;
+pub struct ApprovalApi {
+    runtime: Arc<Runtime>,
+    limits: Limits,
+}
 
-type ChunkStream = BoxStream<'static, Result<pb::Chunk, Status>>;
+impl ApprovalApi {
+    /// An ApprovalService deciding runs of `runtime`.
+    pub fn new(runtime: Arc<Runtime>, limits: Limits) -> Self {
+        Self { runtime, limits }
+    }
 
-fn not_yet(method: &str) -> Status {
-    Status::unimplemented(format!("ApprovalService.{method} is not available yet"))
+    /// Both ids are required and bounded.
+    fn check_call(&self, run_id: &str, tool_call_id: &str) -> Result<(), Status> {
+        let mut v = Violations::default();
+        for (field, value) in [("run_id", run_id), ("tool_call_id", tool_call_id)] {
+            if value.is_empty() {
+                v.add(field, "must not be empty");
+            }
+            check_id(&mut v, field, value, &self.limits);
+        }
+        v.into_result()
+    }
+}
+
+/// An optional filter field; empty counts as absent.
+fn nonempty(field: &Option<String>) -> Option<&str> {
+    field.as_deref().filter(|s| !s.is_empty())
 }
 
 #[tonic::async_trait]
@@ -23,29 +52,93 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
 
     async fn list_pending(
         &self,
-        _request: Request<pb::ListPendingRequest>,
+        request: Request<pb::ListPendingRequest>,
     ) -> Result<Response<pb::ListPendingResponse>, Status> {
-        Err(not_yet("ListPending"))
+        let req = request.into_inner();
+        let mut v = Violations::default();
+        for (field, value) in [
+            ("thread_id", &req.thread_id),
+            ("resource_id", &req.resource_id),
+            ("run_id", &req.run_id),
+        ] {
+            if let Some(value) = value {
+                check_id(&mut v, field, value, &self.limits);
+            }
+        }
+        v.into_result()?;
+        let runs = self
+            .runtime
+            .pending(
+                nonempty(&req.thread_id),
+                nonempty(&req.resource_id),
+                nonempty(&req.run_id),
+            )
+            .await?;
+        Ok(Response::new(pb::ListPendingResponse { runs }))
     }
 
     async fn approve(
         &self,
-        _request: Request<pb::ApproveRequest>,
+        request: Request<pb::ApproveRequest>,
     ) -> Result<Response<Self::ApproveStream>, Status> {
-        Err(not_yet("Approve"))
+        let req = request.into_inner();
+        self.check_call(&req.run_id, &req.tool_call_id)?;
+        let mode = on_disconnect(req.on_disconnect());
+        let stream = self
+            .runtime
+            .decide(&req.run_id, &req.tool_call_id, Decision::Approved, mode)
+            .await?;
+        Ok(Response::new(stream))
     }
 
     async fn decline(
         &self,
-        _request: Request<pb::DeclineRequest>,
+        request: Request<pb::DeclineRequest>,
     ) -> Result<Response<Self::DeclineStream>, Status> {
-        Err(not_yet("Decline"))
+        let req = request.into_inner();
+        self.check_call(&req.run_id, &req.tool_call_id)?;
+        let mut v = Violations::default();
+        if let Some(reason) = &req.reason {
+            super::check_text(&mut v, "reason", reason, &self.limits);
+        }
+        v.into_result()?;
+        let mode = on_disconnect(req.on_disconnect());
+        let reason = req
+            .reason
+            .filter(|r| !r.is_empty())
+            .unwrap_or_else(|| DECLINED_TEXT.to_owned());
+        let stream = self
+            .runtime
+            .decide(
+                &req.run_id,
+                &req.tool_call_id,
+                Decision::Declined(reason),
+                mode,
+            )
+            .await?;
+        Ok(Response::new(stream))
     }
 
     async fn resume(
         &self,
-        _request: Request<pb::ResumeRequest>,
+        request: Request<pb::ResumeRequest>,
     ) -> Result<Response<Self::ResumeStream>, Status> {
-        Err(not_yet("Resume"))
+        let req = request.into_inner();
+        self.check_call(&req.run_id, &req.tool_call_id)?;
+        let mode = on_disconnect(req.on_disconnect());
+        let data = req
+            .data
+            .as_ref()
+            .map_or(serde_json::Value::Null, from_proto_value);
+        let stream = self
+            .runtime
+            .decide(
+                &req.run_id,
+                &req.tool_call_id,
+                Decision::Resumed(data),
+                mode,
+            )
+            .await?;
+        Ok(Response::new(stream))
     }
 }

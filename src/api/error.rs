@@ -3,7 +3,27 @@
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
+use crate::agent::runtime::RunError;
 use crate::store::StoreError;
+
+impl From<RunError> for Status {
+    fn from(err: RunError) -> Self {
+        match err {
+            RunError::NotFound(m) => Status::not_found(m),
+            RunError::Invalid(violations) => {
+                let mut v = Violations::default();
+                for (field, description) in violations {
+                    v.add(field, description);
+                }
+                v.into_status()
+            }
+            RunError::AlreadyExists(m) => Status::already_exists(m),
+            RunError::Exhausted(m) => Status::resource_exhausted(m),
+            RunError::FailedPrecondition(m) => Status::failed_precondition(m),
+            RunError::Store(e) => e.into(),
+        }
+    }
+}
 
 impl From<StoreError> for Status {
     fn from(err: StoreError) -> Self {

@@ -146,7 +146,7 @@ pub struct ToolDefinition {
 }
 
 /// How the model must use the offered tools.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ToolChoice {
     /// The model decides.
     Auto,
@@ -159,7 +159,7 @@ pub enum ToolChoice {
 }
 
 /// Sampling and length settings; `None` leaves the provider's default.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ModelSettings {
     /// Sampling temperature.
     pub temperature: Option<f64>,
@@ -209,7 +209,7 @@ pub struct ToolCall {
 }
 
 /// Why the model stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum FinishReason {
     /// Natural end or a stop sequence.
     Stop,
@@ -246,7 +246,7 @@ impl fmt::Display for FinishReason {
 }
 
 /// Token counts of one call (or a sum of calls).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Usage {
     /// Prompt tokens.
     pub input_tokens: u64,

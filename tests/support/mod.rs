@@ -77,3 +77,140 @@ where
 pub fn unique(prefix: &str) -> String {
     format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
 }
+
+use agentd::model::MockOpenAi;
+use agentd::pb;
+use agentd::pb::agent_service_client::AgentServiceClient;
+use agentd::pb::chunk::Payload;
+use futures::StreamExt;
+
+/// Agents pointing at a mock model: `planner` has the task tools, `plain` has none.
+pub const AGENTS_TOML: &str = r#"
+[[agents]]
+id = "planner"
+name = "Planner"
+instructions = "You plan work with the task tools."
+model = "mock/test-model"
+tools = ["tasks"]
+
+[[agents]]
+id = "plain"
+instructions = "You answer briefly."
+model = "mock/test-model"
+"#;
+
+/// A config whose provider `mock` is the given mock model, with `agents` (TOML) appended.
+pub fn agent_config(mock: &MockOpenAi, agents: &str, store_url: &str, dir: &Path) -> Config {
+    let text = format!(
+        "[[providers]]\nname = \"mock\"\nbase_url = \"{}\"\nmax_retries = 0\n{agents}",
+        mock.base_url()
+    );
+    let mut config = Config::from_toml(&text).expect("agent config parses");
+    let base = test_config(store_url, dir);
+    config.server = base.server;
+    config.store = base.store;
+    config.validate().expect("agent config is valid");
+    config
+}
+
+/// An AgentService client for a running server.
+pub async fn agents_client(server: &RunningServer) -> AgentServiceClient<Channel> {
+    AgentServiceClient::new(channel(server).await)
+}
+
+/// A user message with one text part.
+pub fn user(text: &str) -> pb::Message {
+    pb::Message {
+        role: pb::Role::User.into(),
+        content: vec![pb::Part {
+            kind: Some(pb::part::Kind::Text(pb::TextPart { text: text.into() })),
+        }],
+        ..Default::default()
+    }
+}
+
+/// Memory options for a thread.
+pub fn memory(thread: &str, resource: &str, last_messages: Option<i32>) -> pb::MemoryOptions {
+    pb::MemoryOptions {
+        thread: Some(pb::ThreadRef {
+            id: thread.into(),
+            ..Default::default()
+        }),
+        resource: resource.into(),
+        options: Some(pb::MemoryConfig {
+            last_messages,
+            ..Default::default()
+        }),
+    }
+}
+
+/// Collects a chunk stream to its end (bounded by 30 s).
+pub async fn collect(mut stream: tonic::Streaming<pb::Chunk>) -> Vec<pb::Chunk> {
+    let mut chunks = Vec::new();
+    let read = async {
+        while let Some(chunk) = stream.next().await {
+            chunks.push(chunk.expect("chunk"));
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), read)
+        .await
+        .expect("the stream ends in time");
+    chunks
+}
+
+/// Runs a Generate and collects its chunks.
+pub async fn generate(
+    client: &mut AgentServiceClient<Channel>,
+    request: pb::GenerateRequest,
+) -> Vec<pb::Chunk> {
+    let stream = client
+        .generate(request)
+        .await
+        .expect("generate starts")
+        .into_inner();
+    collect(stream).await
+}
+
+/// The kebab-case type names of chunks, e.g. `text-delta`.
+pub fn kinds(chunks: &[pb::Chunk]) -> Vec<&'static str> {
+    chunks
+        .iter()
+        .map(|c| match &c.payload {
+            Some(Payload::Start(_)) => "start",
+            Some(Payload::StepStart(_)) => "step-start",
+            Some(Payload::TextStart(_)) => "text-start",
+            Some(Payload::TextDelta(_)) => "text-delta",
+            Some(Payload::TextEnd(_)) => "text-end",
+            Some(Payload::ReasoningStart(_)) => "reasoning-start",
+            Some(Payload::ReasoningDelta(_)) => "reasoning-delta",
+            Some(Payload::ReasoningEnd(_)) => "reasoning-end",
+            Some(Payload::ToolCall(_)) => "tool-call",
+            Some(Payload::ToolCallDelta(_)) => "tool-call-delta",
+            Some(Payload::ToolCallApproval(_)) => "tool-call-approval",
+            Some(Payload::ToolCallSuspended(_)) => "tool-call-suspended",
+            Some(Payload::ToolResult(_)) => "tool-result",
+            Some(Payload::ToolError(_)) => "tool-error",
+            Some(Payload::ToolOutputDenied(_)) => "tool-output-denied",
+            Some(Payload::StepFinish(_)) => "step-finish",
+            Some(Payload::Data(_)) => "data",
+            Some(Payload::Object(_)) => "object",
+            Some(Payload::ObjectResult(_)) => "object-result",
+            Some(Payload::Tripwire(_)) => "tripwire",
+            Some(Payload::Abort(_)) => "abort",
+            Some(Payload::Error(_)) => "error",
+            Some(Payload::Raw(_)) => "raw",
+            Some(Payload::Finish(_)) => "finish",
+            Some(Payload::Source(_)) => "source",
+            Some(Payload::File(_)) => "file",
+            None => "none",
+        })
+        .collect()
+}
+
+/// The result carried by the last (finish) chunk.
+pub fn finish(chunks: &[pb::Chunk]) -> pb::GenerateResult {
+    match chunks.last().and_then(|c| c.payload.clone()) {
+        Some(Payload::Finish(result)) => result,
+        other => panic!("the last chunk must be finish, got {other:?}"),
+    }
+}

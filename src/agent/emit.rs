@@ -1,0 +1,127 @@
+//! Where a run's chunks go: numbered, sent to the attached client (if any) and appended to the
+//! run's bounded log in the store (batched by a writer task), from which Observe replays.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::Bytes;
+use prost::Message as _;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tonic::Status;
+use tracing::warn;
+
+use crate::pb;
+use crate::pb::chunk::Payload;
+use crate::store::{LogLimits, Store};
+
+/// Chunks sent to a client stream.
+pub type ClientSender = mpsc::Sender<Result<pb::Chunk, Status>>;
+
+/// Numbers chunks and delivers them to the client and to the log.
+pub struct Emitter {
+    run_id: String,
+    sequence: u64,
+    client: Option<ClientSender>,
+    /// Set once the client's stream is gone.
+    client_gone: Arc<AtomicBool>,
+    log: mpsc::UnboundedSender<(u64, Bytes)>,
+}
+
+impl Emitter {
+    /// An emitter continuing after `sequence` (0 for a new run), writing its log through a
+    /// writer task that ends, flushed, when the emitter is dropped.
+    pub fn new(
+        store: Arc<dyn Store>,
+        run_id: String,
+        sequence: u64,
+        client: Option<ClientSender>,
+        limits: LogLimits,
+    ) -> (Self, LogFlush) {
+        let (log, rx) = mpsc::unbounded_channel();
+        let writer = tokio::spawn(write_log(store, run_id.clone(), rx, limits));
+        let emitter = Self {
+            run_id,
+            sequence,
+            client,
+            client_gone: Arc::new(AtomicBool::new(false)),
+            log,
+        };
+        (emitter, LogFlush(writer))
+    }
+
+    /// The run this emitter numbers chunks for.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The sequence number of the last chunk emitted.
+    pub fn sequence(&self) -> u64 {
+        self.sequence
+    }
+
+    /// True once a client was attached and its stream went away.
+    pub fn client_gone(&self) -> bool {
+        self.client_gone.load(Ordering::Relaxed)
+    }
+
+    /// Emits a chunk from the agent.
+    pub async fn emit(&mut self, payload: Payload) {
+        self.emit_from(pb::ChunkFrom::Agent, payload).await;
+    }
+
+    /// Emits a chunk from a given producer.
+    pub async fn emit_from(&mut self, from: pb::ChunkFrom, payload: Payload) {
+        self.sequence += 1;
+        let chunk = pb::Chunk {
+            run_id: self.run_id.clone(),
+            sequence: self.sequence,
+            from: from.into(),
+            metadata: None,
+            payload: Some(payload),
+        };
+        // A closed log writer only means the log stops growing; the run goes on.
+        let _ = self
+            .log
+            .send((self.sequence, Bytes::from(chunk.encode_to_vec())));
+        if let Some(client) = &self.client
+            && client.send(Ok(chunk)).await.is_err()
+        {
+            self.client = None;
+            self.client_gone.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Detaches the client (the run goes on for the log only).
+    pub fn detach(&mut self) {
+        self.client = None;
+    }
+}
+
+/// Completes when every chunk emitted before the emitter was dropped is in the store.
+pub struct LogFlush(JoinHandle<()>);
+
+impl LogFlush {
+    /// Waits for the log writer to finish.
+    pub async fn wait(self) {
+        let _ = self.0.await;
+    }
+}
+
+/// Appends chunks as they come, batching whatever queued up meanwhile into one store call.
+async fn write_log(
+    store: Arc<dyn Store>,
+    run_id: String,
+    mut rx: mpsc::UnboundedReceiver<(u64, Bytes)>,
+    limits: LogLimits,
+) {
+    let mut batch = Vec::new();
+    while rx.recv_many(&mut batch, 256).await > 0 {
+        if let Err(e) = store
+            .append_chunks(&run_id, std::mem::take(&mut batch), limits)
+            .await
+        {
+            warn!(run_id, error = %e, "could not append to the run log; Observe will miss chunks");
+        }
+    }
+}

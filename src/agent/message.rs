@@ -1,0 +1,422 @@
+//! Conversation messages as agentd stores them in threads, and how they become model input.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::model::{ChatMessage, ContentPart, ToolCall};
+use crate::tasks::Task;
+use crate::tasks::signal::{ShownState, SignalKind};
+
+/// Who wrote a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions.
+    System,
+    /// The end user, or the task-list signal speaking for the system.
+    User,
+    /// The model.
+    Assistant,
+    /// Tool results.
+    Tool,
+}
+
+/// One piece of message content.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum Part {
+    /// Text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// Reasoning the model exposed.
+    Reasoning {
+        /// The text.
+        text: String,
+    },
+    /// An image by URL or inline bytes.
+    Image {
+        /// URL of the image, if by reference.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
+        /// Inline bytes, if given.
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            with = "base64_bytes"
+        )]
+        data: Option<Vec<u8>>,
+        /// MIME type.
+        #[serde(default)]
+        mime_type: String,
+    },
+    /// A file by URL or inline bytes.
+    File {
+        /// URL of the file, if by reference.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
+        /// Inline bytes, if given.
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            with = "base64_bytes"
+        )]
+        data: Option<Vec<u8>>,
+        /// MIME type.
+        #[serde(default)]
+        mime_type: String,
+        /// File name shown to the model.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        filename: Option<String>,
+    },
+    /// A tool call made by the model.
+    ToolCall {
+        /// Call id.
+        tool_call_id: String,
+        /// Tool name.
+        tool_name: String,
+        /// Arguments.
+        args: Value,
+    },
+    /// The outcome of a tool call.
+    ToolResult {
+        /// Call id.
+        tool_call_id: String,
+        /// Tool name.
+        tool_name: String,
+        /// Arguments the tool was called with.
+        args: Value,
+        /// The result object, or the error text for a failed call.
+        result: Value,
+        /// True for failed or unknown tools.
+        #[serde(default)]
+        is_error: bool,
+    },
+}
+
+/// The task-list signal a message carries, kept so that later runs know what the model saw.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignalMeta {
+    /// `snapshot` or `delta`.
+    pub kind: SignalMetaKind,
+    /// The list as shown once this signal is applied.
+    pub tasks: Vec<Task>,
+}
+
+/// Kind of a stored signal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SignalMetaKind {
+    /// A whole-list snapshot.
+    Snapshot,
+    /// A delta on the last snapshot.
+    Delta,
+}
+
+impl From<SignalKind> for SignalMetaKind {
+    fn from(kind: SignalKind) -> Self {
+        match kind {
+            SignalKind::Snapshot => Self::Snapshot,
+            SignalKind::Delta => Self::Delta,
+        }
+    }
+}
+
+/// A message of a thread.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Stable id.
+    pub id: String,
+    /// Author.
+    pub role: Role,
+    /// Content, in order.
+    pub parts: Vec<Part>,
+    /// Creation time, Unix milliseconds.
+    pub created_at_ms: i64,
+    /// Set on task-list signal messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<SignalMeta>,
+}
+
+impl Message {
+    /// A message with a fresh id, created now.
+    pub fn new(role: Role, parts: Vec<Part>) -> Self {
+        Self {
+            id: new_id(),
+            role,
+            parts,
+            created_at_ms: now_ms(),
+            signal: None,
+        }
+    }
+
+    /// The concatenated text parts.
+    pub fn text(&self) -> String {
+        self.parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Appends this message to a model conversation (a tool message becomes one entry per
+    /// result).
+    pub fn push_chat(&self, out: &mut Vec<ChatMessage>) {
+        match self.role {
+            Role::System => out.push(ChatMessage::system(self.text())),
+            Role::User => out.push(ChatMessage::User {
+                content: self.parts.iter().filter_map(user_part).collect(),
+            }),
+            Role::Assistant => {
+                let text = self.text();
+                let tool_calls: Vec<ToolCall> = self
+                    .parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        Part::ToolCall {
+                            tool_call_id,
+                            tool_name,
+                            args,
+                        } => Some(ToolCall {
+                            id: tool_call_id.clone(),
+                            name: tool_name.clone(),
+                            arguments: args.to_string(),
+                        }),
+                        _ => None,
+                    })
+                    .collect();
+                out.push(ChatMessage::Assistant {
+                    content: (!text.is_empty()).then_some(text),
+                    tool_calls,
+                });
+            }
+            Role::Tool => {
+                for part in &self.parts {
+                    if let Part::ToolResult {
+                        tool_call_id,
+                        result,
+                        ..
+                    } = part
+                    {
+                        out.push(ChatMessage::tool(
+                            tool_call_id.clone(),
+                            tool_content(result),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What the model reads as a tool's result: text as is, anything else as JSON.
+pub fn tool_content(result: &Value) -> String {
+    match result {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn user_part(part: &Part) -> Option<ContentPart> {
+    match part {
+        Part::Text { text } | Part::Reasoning { text } => Some(ContentPart::Text(text.clone())),
+        Part::Image { url: Some(url), .. } => Some(ContentPart::ImageUrl {
+            url: url.clone(),
+            detail: None,
+        }),
+        Part::Image {
+            data: Some(data),
+            mime_type,
+            ..
+        } => Some(ContentPart::ImageData {
+            data: data.clone(),
+            mime_type: mime_type.clone(),
+        }),
+        Part::File {
+            data: Some(data),
+            mime_type,
+            filename,
+            ..
+        } => Some(ContentPart::File {
+            data: data.clone(),
+            mime_type: mime_type.clone(),
+            filename: filename.clone(),
+        }),
+        Part::File { url: Some(url), .. } => Some(ContentPart::Text(url.clone())),
+        _ => None,
+    }
+}
+
+/// Drops what a history window cut in half: tool results whose call is outside the window
+/// and tool calls whose results are missing (providers reject both), and system messages
+/// (history never carries instructions).
+pub fn sanitize_history(messages: Vec<Message>) -> Vec<Message> {
+    let called: std::collections::HashSet<String> = messages
+        .iter()
+        .flat_map(|m| m.parts.iter())
+        .filter_map(|p| match p {
+            Part::ToolCall { tool_call_id, .. } => Some(tool_call_id.clone()),
+            _ => None,
+        })
+        .collect();
+    let answered: std::collections::HashSet<String> = messages
+        .iter()
+        .flat_map(|m| m.parts.iter())
+        .filter_map(|p| match p {
+            Part::ToolResult { tool_call_id, .. } => Some(tool_call_id.clone()),
+            _ => None,
+        })
+        .collect();
+    messages
+        .into_iter()
+        .filter(|m| m.role != Role::System)
+        .filter_map(|mut m| {
+            m.parts.retain(|p| match p {
+                Part::ToolCall { tool_call_id, .. } => answered.contains(tool_call_id),
+                Part::ToolResult { tool_call_id, .. } => called.contains(tool_call_id),
+                _ => true,
+            });
+            (!m.parts.is_empty()).then_some(m)
+        })
+        .collect()
+}
+
+/// What the model was shown of the task list, rebuilt from the signals in a window of
+/// messages: the last snapshot and the deltas after it.
+pub fn shown_state<'a>(window: impl IntoIterator<Item = &'a Message>) -> ShownState {
+    let signals: Vec<&SignalMeta> = window
+        .into_iter()
+        .filter_map(|m| m.signal.as_ref())
+        .collect();
+    let Some(base) = signals
+        .iter()
+        .rposition(|s| s.kind == SignalMetaKind::Snapshot)
+    else {
+        return ShownState::default();
+    };
+    let last = signals[signals.len() - 1];
+    ShownState {
+        tasks: Some(last.tasks.clone()),
+        deltas_since_snapshot: u32::try_from(signals.len() - 1 - base).unwrap_or(u32::MAX),
+        last_key: Some(crate::tasks::signal::change_key(&last.tasks)),
+    }
+}
+
+/// A new random id (UUID v7: time-ordered, so ids sort by creation).
+pub fn new_id() -> String {
+    uuid::Uuid::now_v7().simple().to_string()
+}
+
+/// The current time in Unix milliseconds.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Serializes inline bytes as base64 text rather than a JSON array of numbers.
+mod base64_bytes {
+    use super::{BASE64, Engine};
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(data: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+        match data {
+            Some(bytes) => s.serialize_str(&BASE64.encode(bytes)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
+        let text: Option<String> = Option::deserialize(d)?;
+        text.map(|t| BASE64.decode(t).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tasks::TaskStatus;
+    use serde_json::json;
+
+    fn call(id: &str) -> Part {
+        Part::ToolCall {
+            tool_call_id: id.into(),
+            tool_name: "t".into(),
+            args: json!({}),
+        }
+    }
+
+    fn result(id: &str) -> Part {
+        Part::ToolResult {
+            tool_call_id: id.into(),
+            tool_name: "t".into(),
+            args: json!({}),
+            result: json!({"ok": true}),
+            is_error: false,
+        }
+    }
+
+    #[test]
+    fn sanitize_drops_half_cut_tool_pairs_and_system() {
+        let history = vec![
+            Message::new(Role::Tool, vec![result("cut")]),
+            Message::new(Role::System, vec![Part::Text { text: "s".into() }]),
+            Message::new(Role::Assistant, vec![call("a"), call("b")]),
+            Message::new(Role::Tool, vec![result("a")]),
+        ];
+        let kept = sanitize_history(history);
+        assert_eq!(kept.len(), 2);
+        assert_eq!(kept[0].parts, vec![call("a")]);
+        assert_eq!(kept[1].parts, vec![result("a")]);
+    }
+
+    #[test]
+    fn shown_state_uses_last_snapshot_and_later_deltas() {
+        let task = |id: &str| Task {
+            id: id.into(),
+            content: id.into(),
+            status: TaskStatus::Pending,
+            active_form: id.into(),
+        };
+        let signal = |kind, tasks: Vec<Task>| {
+            let mut m = Message::new(Role::User, vec![Part::Text { text: "x".into() }]);
+            m.signal = Some(SignalMeta { kind, tasks });
+            m
+        };
+        assert_eq!(shown_state(&[]), ShownState::default());
+        let only_delta = [signal(SignalMetaKind::Delta, vec![task("a")])];
+        assert_eq!(
+            shown_state(&only_delta).tasks,
+            None,
+            "a delta alone has no base"
+        );
+        let history = [
+            signal(SignalMetaKind::Snapshot, vec![task("a")]),
+            signal(SignalMetaKind::Delta, vec![task("a"), task("b")]),
+        ];
+        let state = shown_state(&history);
+        assert_eq!(state.tasks, Some(vec![task("a"), task("b")]));
+        assert_eq!(state.deltas_since_snapshot, 1);
+    }
+
+    #[test]
+    fn inline_bytes_round_trip_as_base64() {
+        let m = Message::new(
+            Role::User,
+            vec![Part::Image {
+                url: None,
+                data: Some(vec![1, 2, 3]),
+                mime_type: "image/png".into(),
+            }],
+        );
+        let text = serde_json::to_string(&m).unwrap();
+        assert!(text.contains("\"AQID\""), "{text}");
+        assert_eq!(serde_json::from_str::<Message>(&text).unwrap(), m);
+    }
+}

@@ -1,0 +1,138 @@
+//! Agents and their runs: the configured agents, the tool loop, memory, structured output,
+//! approvals, and the runtime that starts, observes, aborts and resumes runs on any replica.
+
+pub mod emit;
+pub mod message;
+pub mod request;
+pub mod run;
+pub mod runtime;
+pub mod state;
+pub mod stop;
+pub mod structured;
+pub mod tools;
+pub mod wire;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use crate::config::{AgentConfig, Config, ConfigError};
+use crate::model::{ModelError, ModelProvider, ModelRequest, ModelStream, OpenAiProvider};
+use tools::{HttpTool, ToolSpec};
+
+/// A configured agent, ready to run.
+pub struct AgentDef {
+    /// Its configuration.
+    pub config: AgentConfig,
+    /// The provider serving its model.
+    pub provider: Arc<dyn ModelProvider>,
+    /// The model name as the provider knows it (after `provider/`).
+    pub model: String,
+    /// Its tools, in order (task tools first, then HTTP tools).
+    pub tools: Vec<ToolSpec>,
+}
+
+impl AgentDef {
+    /// Whether the agent has the task tools (and so the task-list signal).
+    pub fn has_task_tools(&self) -> bool {
+        self.config.tools.iter().any(|t| t == "tasks")
+    }
+}
+
+/// The agents a server runs, by id.
+#[derive(Default)]
+pub struct Agents {
+    by_id: BTreeMap<String, Arc<AgentDef>>,
+}
+
+impl Agents {
+    /// Builds every configured agent. A provider whose key is missing does not stop the
+    /// server: its agents fail when run, with the reason.
+    pub fn from_config(config: &Config) -> Result<Self, ConfigError> {
+        let mut providers: HashMap<&str, Arc<dyn ModelProvider>> = HashMap::new();
+        for p in &config.providers {
+            let provider: Arc<dyn ModelProvider> = match OpenAiProvider::new(p.clone()) {
+                Ok(provider) => Arc::new(provider),
+                Err(e) => {
+                    warn!(provider = %p.name, error = %e, "provider unusable; its agents will fail when run");
+                    Arc::new(Unusable {
+                        name: p.name.clone(),
+                        error: e,
+                    })
+                }
+            };
+            providers.insert(p.name.as_str(), provider);
+        }
+        let mut by_id = BTreeMap::new();
+        for a in &config.agents {
+            let (provider_name, model) = a.model.split_once('/').ok_or_else(|| {
+                ConfigError::Invalid(format!("agent {:?}: model must be provider/model", a.id))
+            })?;
+            let provider = providers.get(provider_name).cloned().ok_or_else(|| {
+                ConfigError::Invalid(format!(
+                    "agent {:?}: unknown provider {provider_name:?}",
+                    a.id
+                ))
+            })?;
+            let mut tools = Vec::new();
+            if a.tools.iter().any(|t| t == "tasks") {
+                tools.extend(tools::task_tools());
+            }
+            for http in &a.http_tools {
+                tools.push(HttpTool::from_config(http).map_err(ConfigError::Invalid)?);
+            }
+            for tool in &mut tools {
+                tool.require_approval = a.default_options.require_tool_approval
+                    || a.require_approval.contains(&tool.name);
+            }
+            by_id.insert(
+                a.id.clone(),
+                Arc::new(AgentDef {
+                    config: a.clone(),
+                    provider,
+                    model: model.to_owned(),
+                    tools,
+                }),
+            );
+        }
+        Ok(Self { by_id })
+    }
+
+    /// The agent with this id.
+    pub fn get(&self, id: &str) -> Option<Arc<AgentDef>> {
+        self.by_id.get(id).cloned()
+    }
+
+    /// All agents, by id.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<AgentDef>> {
+        self.by_id.values()
+    }
+}
+
+/// Stands in for a provider that could not be built, failing each call with the reason.
+struct Unusable {
+    name: String,
+    error: ModelError,
+}
+
+#[async_trait]
+impl ModelProvider for Unusable {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn supports_structured_output(&self) -> bool {
+        false
+    }
+
+    async fn stream(
+        &self,
+        _request: ModelRequest,
+        _cancel: CancellationToken,
+    ) -> Result<ModelStream, ModelError> {
+        Err(self.error.clone())
+    }
+}

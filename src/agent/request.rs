@@ -1,0 +1,183 @@
+//! A run's request in domain terms (converted from `GenerateRequest` at the gRPC edge).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::message::Message;
+use crate::model::{FinishReason, ModelSettings, ToolChoice};
+
+/// A declarative stop condition, checked after each step that would continue.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum StopCondition {
+    /// Holds once this many steps ran.
+    StepCountIs(u32),
+    /// Holds once the last step called this tool.
+    HasToolCall(String),
+    /// Holds when the last step ended with this reason.
+    FinishReasonIs(FinishReason),
+    /// Holds once the run used at least this many total tokens.
+    TotalTokensAtLeast(u64),
+}
+
+/// What to do when the structured object does not validate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ErrorStrategy {
+    /// The run fails.
+    #[default]
+    Strict,
+    /// A warning; no object.
+    Warn,
+    /// The fallback value is returned.
+    Fallback,
+}
+
+/// Structured output options.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StructuredOutput {
+    /// JSON Schema of the object.
+    pub schema: Value,
+    /// What a validation failure does.
+    pub error_strategy: ErrorStrategy,
+    /// Returned with the fallback strategy.
+    pub fallback_value: Option<Value>,
+    /// Extra instructions on producing the object.
+    pub instructions: Option<String>,
+    /// Put the schema in the prompt instead of the provider's response_format
+    /// (`None`: only when the provider lacks native support).
+    pub json_prompt_injection: Option<bool>,
+}
+
+/// Conversation memory of a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MemoryRequest {
+    /// Thread id.
+    pub thread_id: String,
+    /// Resource owning the thread.
+    pub resource_id: String,
+    /// Title stored when the thread is created.
+    pub title: Option<String>,
+    /// Metadata stored when the thread is created.
+    pub metadata: Map<String, Value>,
+    /// Remembered messages sent to the model (0 = none).
+    pub last_messages: usize,
+    /// Save nothing.
+    pub read_only: bool,
+}
+
+/// A tool executed by the caller.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClientTool {
+    /// Tool name.
+    pub name: String,
+    /// Description for the model.
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub parameters: Value,
+}
+
+/// Tracing options of a run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TracingRequest {
+    /// Trace to join.
+    pub trace_id: String,
+    /// Parent span in that trace.
+    pub parent_span_id: String,
+    /// Attributes for the run span.
+    pub metadata: Map<String, Value>,
+    /// Tags for the run span.
+    pub tags: Vec<String>,
+    /// Request-context keys recorded on the run span.
+    pub request_context_keys: Vec<String>,
+    /// Record prompts on spans.
+    pub record_inputs: bool,
+    /// Record outputs on spans.
+    pub record_outputs: bool,
+}
+
+/// What happens when the caller goes away mid-run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OnDisconnect {
+    /// Stop the run.
+    #[default]
+    Abort,
+    /// Let it finish; re-attach with Observe.
+    Continue,
+}
+
+/// Everything a run was asked for, validated.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunRequest {
+    /// The agent.
+    pub agent_id: String,
+    /// Caller-chosen run id.
+    pub run_id: Option<String>,
+    /// Input messages (the prompt shortcut already appended).
+    pub input: Vec<Message>,
+    /// Step cap.
+    pub max_steps: Option<u32>,
+    /// Stop conditions.
+    pub stop_when: Vec<StopCondition>,
+    /// Tools offered (empty: all).
+    pub active_tools: Vec<String>,
+    /// Tool choice passed to the model.
+    pub tool_choice: Option<ToolChoice>,
+    /// Every tool call needs approval.
+    pub require_tool_approval: bool,
+    /// Resume suspended tools from the next user message.
+    pub auto_resume_suspended_tools: bool,
+    /// Tool calls of one step running at once.
+    pub tool_call_concurrency: Option<u32>,
+    /// Extra messages after history.
+    pub context: Vec<Message>,
+    /// Structured output.
+    pub structured_output: Option<StructuredOutput>,
+    /// Instructions override.
+    pub instructions: Option<String>,
+    /// Extra system messages.
+    pub system: Vec<String>,
+    /// Memory.
+    pub memory: Option<MemoryRequest>,
+    /// Model settings.
+    pub settings: ModelSettings,
+    /// Client tools.
+    pub client_tools: Vec<ClientTool>,
+    /// Provider options merged into the model request.
+    pub provider_options: Map<String, Value>,
+    /// Request context.
+    pub request_context: Map<String, Value>,
+    /// Tracing.
+    pub tracing: TracingRequest,
+    /// Stream raw provider events.
+    pub include_raw: bool,
+    /// Save after every step.
+    pub save_per_step: bool,
+    /// Idempotency key.
+    pub idempotency_key: Option<String>,
+    /// Disconnect behaviour.
+    pub on_disconnect: OnDisconnect,
+}
+
+impl RunRequest {
+    /// A fingerprint of the request for idempotency: equal requests give equal fingerprints.
+    pub fn fingerprint(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        // Message ids and times are generated per call; the content is what identifies a request.
+        let strip = |messages: &[Message]| -> Vec<Value> {
+            messages
+                .iter()
+                .map(|m| serde_json::json!({"role": m.role, "parts": m.parts}))
+                .collect()
+        };
+        let mut copy = self.clone();
+        copy.input.clear();
+        copy.context.clear();
+        let body = serde_json::json!({
+            "request": copy,
+            "input": strip(&self.input),
+            "context": strip(&self.context),
+        });
+        hasher.update(body.to_string().as_bytes());
+        hex::encode(hasher.finalize())
+    }
+}

@@ -1,0 +1,316 @@
+//! Conversions between the agent's domain types and the wire types of `agentd.v1`. Runs emit
+//! `pb::Chunk`s directly (they are also what the run log stores and Observe replays), so these
+//! live beside the agent rather than in `api`.
+
+use prost_types::Timestamp;
+use serde_json::Value;
+
+use super::message::{Message, Part, Role};
+use super::state::{CallRecord, ResponseRecord, ResultRecord, StepRecord};
+use crate::json::{from_proto_value, to_proto_value};
+use crate::model::{FinishReason, Usage};
+use crate::pb;
+
+/// A wire finish reason.
+pub fn finish_reason(reason: FinishReason) -> pb::FinishReason {
+    match reason {
+        FinishReason::Stop => pb::FinishReason::Stop,
+        FinishReason::Length => pb::FinishReason::Length,
+        FinishReason::ContentFilter => pb::FinishReason::ContentFilter,
+        FinishReason::ToolCalls => pb::FinishReason::ToolCalls,
+        FinishReason::Error => pb::FinishReason::Error,
+        FinishReason::Other => pb::FinishReason::Other,
+    }
+}
+
+/// A domain finish reason from the wire (`None` for the run-level ones such as SUSPENDED).
+pub fn finish_reason_from(reason: pb::FinishReason) -> Option<FinishReason> {
+    Some(match reason {
+        pb::FinishReason::Stop => FinishReason::Stop,
+        pb::FinishReason::Length => FinishReason::Length,
+        pb::FinishReason::ContentFilter => FinishReason::ContentFilter,
+        pb::FinishReason::ToolCalls => FinishReason::ToolCalls,
+        pb::FinishReason::Error => FinishReason::Error,
+        pb::FinishReason::Other => FinishReason::Other,
+        _ => return None,
+    })
+}
+
+/// Wire usage.
+pub fn usage(u: Usage) -> pb::Usage {
+    let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    pb::Usage {
+        input_tokens: n(u.input_tokens),
+        output_tokens: n(u.output_tokens),
+        total_tokens: n(u.total_tokens),
+        reasoning_tokens: n(u.reasoning_tokens),
+        cached_input_tokens: n(u.cached_input_tokens),
+    }
+}
+
+/// A wire timestamp from Unix milliseconds.
+pub fn timestamp(ms: i64) -> Timestamp {
+    Timestamp {
+        seconds: ms.div_euclid(1000),
+        nanos: i32::try_from(ms.rem_euclid(1000) * 1_000_000).unwrap_or(0),
+    }
+}
+
+/// Wire response metadata.
+pub fn response(r: &ResponseRecord) -> pb::ResponseMetadata {
+    pb::ResponseMetadata {
+        id: r.id.clone(),
+        model_id: r.model.clone(),
+        timestamp: (r.timestamp_ms != 0).then(|| timestamp(r.timestamp_ms)),
+        headers: r.headers.clone().into_iter().collect(),
+    }
+}
+
+/// A wire tool call.
+pub fn call(c: &CallRecord) -> pb::ToolCall {
+    pb::ToolCall {
+        tool_call_id: c.id.clone(),
+        tool_name: c.name.clone(),
+        args: Some(to_proto_value(&c.args)),
+        provider_executed: false,
+    }
+}
+
+/// A wire tool result.
+pub fn result(r: &ResultRecord) -> pb::ToolResult {
+    pb::ToolResult {
+        tool_call_id: r.id.clone(),
+        tool_name: r.name.clone(),
+        args: Some(to_proto_value(&r.args)),
+        result: Some(to_proto_value(&r.result)),
+        is_error: r.is_error,
+    }
+}
+
+/// A wire step.
+pub fn step(s: &StepRecord) -> pb::StepResult {
+    pb::StepResult {
+        step_index: s.index,
+        text: s.text.clone(),
+        reasoning_text: s.reasoning.clone(),
+        tool_calls: s.tool_calls.iter().map(call).collect(),
+        tool_results: s.tool_results.iter().map(result).collect(),
+        finish_reason: finish_reason(s.finish_reason).into(),
+        usage: Some(usage(s.usage)),
+        response: Some(response(&s.response)),
+        warnings: s.warnings.clone(),
+        is_continued: s.is_continued,
+    }
+}
+
+/// A wire message.
+pub fn message(m: &Message) -> pb::Message {
+    let role = match m.role {
+        Role::System => pb::Role::System,
+        Role::User => pb::Role::User,
+        Role::Assistant => pb::Role::Assistant,
+        Role::Tool => pb::Role::Tool,
+    };
+    pb::Message {
+        id: m.id.clone(),
+        role: role.into(),
+        content: m.parts.iter().map(part).collect(),
+        created_at: Some(timestamp(m.created_at_ms)),
+    }
+}
+
+fn part(p: &Part) -> pb::Part {
+    use pb::part::Kind;
+    let kind = match p {
+        Part::Text { text } => Kind::Text(pb::TextPart { text: text.clone() }),
+        Part::Reasoning { text } => Kind::Reasoning(pb::ReasoningPart { text: text.clone() }),
+        Part::Image {
+            url,
+            data,
+            mime_type,
+        } => Kind::Image(pb::ImagePart {
+            source: media_source(url, data).map(|s| match s {
+                Media::Url(u) => pb::image_part::Source::Url(u),
+                Media::Data(d) => pb::image_part::Source::Data(d),
+            }),
+            mime_type: mime_type.clone(),
+        }),
+        Part::File {
+            url,
+            data,
+            mime_type,
+            filename,
+        } => Kind::File(pb::FilePart {
+            source: media_source(url, data).map(|s| match s {
+                Media::Url(u) => pb::file_part::Source::Url(u),
+                Media::Data(d) => pb::file_part::Source::Data(d),
+            }),
+            mime_type: mime_type.clone(),
+            filename: filename.clone(),
+        }),
+        Part::ToolCall {
+            tool_call_id,
+            tool_name,
+            args,
+        } => Kind::ToolCall(pb::ToolCall {
+            tool_call_id: tool_call_id.clone(),
+            tool_name: tool_name.clone(),
+            args: Some(to_proto_value(args)),
+            provider_executed: false,
+        }),
+        Part::ToolResult {
+            tool_call_id,
+            tool_name,
+            args,
+            result,
+            is_error,
+        } => Kind::ToolResult(pb::ToolResult {
+            tool_call_id: tool_call_id.clone(),
+            tool_name: tool_name.clone(),
+            args: Some(to_proto_value(args)),
+            result: Some(to_proto_value(result)),
+            is_error: *is_error,
+        }),
+    };
+    pb::Part { kind: Some(kind) }
+}
+
+enum Media {
+    Url(String),
+    Data(Vec<u8>),
+}
+
+fn media_source(url: &Option<String>, data: &Option<Vec<u8>>) -> Option<Media> {
+    match (url, data) {
+        (Some(u), _) => Some(Media::Url(u.clone())),
+        (None, Some(d)) => Some(Media::Data(d.clone())),
+        (None, None) => None,
+    }
+}
+
+/// A domain message from the wire; `field` prefixes the paths of errors
+/// (e.g. `messages.2`).
+pub fn message_from(m: &pb::Message, field: &str) -> Result<Message, (String, String)> {
+    let role = match pb::Role::try_from(m.role).unwrap_or(pb::Role::Unspecified) {
+        pb::Role::System => Role::System,
+        pb::Role::User => Role::User,
+        pb::Role::Assistant => Role::Assistant,
+        pb::Role::Tool => Role::Tool,
+        pb::Role::Unspecified => {
+            return Err((
+                format!("{field}.role"),
+                "must be ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT or ROLE_TOOL".into(),
+            ));
+        }
+    };
+    if m.content.is_empty() {
+        return Err((
+            format!("{field}.content"),
+            "must have at least one part".into(),
+        ));
+    }
+    let mut parts = Vec::with_capacity(m.content.len());
+    for (i, p) in m.content.iter().enumerate() {
+        parts.push(part_from(p, &format!("{field}.content.{i}"))?);
+    }
+    let mut message = Message::new(role, parts);
+    if !m.id.is_empty() {
+        message.id.clone_from(&m.id);
+    }
+    Ok(message)
+}
+
+fn part_from(p: &pb::Part, field: &str) -> Result<Part, (String, String)> {
+    use pb::part::Kind;
+    let value = |v: &Option<prost_types::Value>| v.as_ref().map_or(Value::Null, from_proto_value);
+    Ok(match &p.kind {
+        None => return Err((field.to_owned(), "must set one kind of content".into())),
+        Some(Kind::Text(t)) => Part::Text {
+            text: t.text.clone(),
+        },
+        Some(Kind::Reasoning(t)) => Part::Reasoning {
+            text: t.text.clone(),
+        },
+        Some(Kind::Image(i)) => {
+            let (url, data) = match &i.source {
+                Some(pb::image_part::Source::Url(u)) => (Some(u.clone()), None),
+                Some(pb::image_part::Source::Data(d)) => (None, Some(d.clone())),
+                None => return Err((format!("{field}.image"), "needs url or data".into())),
+            };
+            if data.is_some() && i.mime_type.is_empty() {
+                return Err((
+                    format!("{field}.image.mime_type"),
+                    "is required with data".into(),
+                ));
+            }
+            Part::Image {
+                url,
+                data,
+                mime_type: i.mime_type.clone(),
+            }
+        }
+        Some(Kind::File(f)) => {
+            let (url, data) = match &f.source {
+                Some(pb::file_part::Source::Url(u)) => (Some(u.clone()), None),
+                Some(pb::file_part::Source::Data(d)) => (None, Some(d.clone())),
+                None => return Err((format!("{field}.file"), "needs url or data".into())),
+            };
+            Part::File {
+                url,
+                data,
+                mime_type: f.mime_type.clone(),
+                filename: f.filename.clone(),
+            }
+        }
+        Some(Kind::ToolCall(c)) => Part::ToolCall {
+            tool_call_id: c.tool_call_id.clone(),
+            tool_name: c.tool_name.clone(),
+            args: value(&c.args),
+        },
+        Some(Kind::ToolResult(r)) => Part::ToolResult {
+            tool_call_id: r.tool_call_id.clone(),
+            tool_name: r.tool_name.clone(),
+            args: value(&r.args),
+            result: value(&r.result),
+            is_error: r.is_error,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_split_milliseconds() {
+        let t = timestamp(1_700_000_000_123);
+        assert_eq!((t.seconds, t.nanos), (1_700_000_000, 123_000_000));
+    }
+
+    #[test]
+    fn messages_round_trip() {
+        let m = Message::new(
+            Role::Assistant,
+            vec![
+                Part::Text { text: "hi".into() },
+                Part::ToolCall {
+                    tool_call_id: "c1".into(),
+                    tool_name: "t".into(),
+                    args: serde_json::json!({"a": 1}),
+                },
+            ],
+        );
+        let back = message_from(&message(&m), "m").unwrap();
+        assert_eq!(back.parts, m.parts);
+        assert_eq!(back.id, m.id);
+    }
+
+    #[test]
+    fn unspecified_role_names_the_field() {
+        let m = pb::Message::default();
+        assert_eq!(
+            message_from(&m, "messages.0").unwrap_err().0,
+            "messages.0.role"
+        );
+    }
+}
