@@ -18,17 +18,26 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Err(e) = telemetry::init_logging(&config.log) {
-        eprintln!("agentd: {e}");
-        return ExitCode::from(2);
-    }
-    match run(config).await {
+    // Inside the runtime: the OTLP gRPC exporter needs it.
+    let telemetry = match telemetry::init(&config.log) {
+        Ok(guard) => guard,
+        Err(e) => {
+            eprintln!("agentd: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let code = match run(config).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             error!("{e:#}");
             ExitCode::FAILURE
         }
+    };
+    // Flushes the spans and metrics still buffered.
+    if let Err(e) = telemetry.shutdown() {
+        eprintln!("agentd: {e:#}");
     }
+    code
 }
 
 async fn run(config: Config) -> anyhow::Result<()> {

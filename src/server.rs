@@ -7,10 +7,10 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 use tonic::server::NamedService;
 use tonic::service::interceptor::InterceptedService;
+use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 use tracing::{info, warn};
@@ -178,6 +178,8 @@ pub async fn serve(
 
     let addr = listener.local_addr()?;
     info!(%addr, "agentd listening");
+    // Chunks are small writes: without TCP_NODELAY each could wait for a delayed ACK.
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let drain = shutdown.clone();
     let server = tonic::transport::Server::builder()
         .add_service(health_service)
@@ -195,7 +197,7 @@ pub async fn serve(
             ApprovalServiceServer::new(approvals).max_decoding_message_size(limit),
             auth,
         ))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
+        .serve_with_incoming_shutdown(incoming, async move {
             drain.cancelled().await;
         });
 

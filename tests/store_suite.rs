@@ -567,9 +567,13 @@ async fn embedded_data_survives_reopening() {
         store.cas_doc(&k, "tasks", 2, b("t3")).await,
         Err(StoreError::Unavailable(_))
     ));
-    drop(store);
-    let store = EmbeddedStore::open(dir.path()).unwrap();
-    assert_eq!(store.get_doc(&k, "tasks").await.unwrap(), Some(v(2, "t2")));
+    // close() releases the file although this handle still exists (a restart in-process).
+    let reopened = EmbeddedStore::open(dir.path()).unwrap();
+    assert_eq!(reopened.get_doc(&k, "tasks").await.unwrap(), Some(v(2, "t2")));
+    assert!(matches!(
+        store.get_doc(&k, "tasks").await,
+        Err(StoreError::Unavailable(_))
+    ));
 }
 
 fn assert_wrong_owner_of<T: std::fmt::Debug>(result: StoreResult<T>) {

@@ -156,6 +156,7 @@ impl Runner {
             self.signal(em).await;
             let index = u32::try_from(self.state.steps.len()).unwrap_or(u32::MAX);
             let span = telemetry::step_span(index);
+            let started = std::time::Instant::now();
             let draft = self.call_model(index, em).instrument(span.clone()).await;
             let step = match draft {
                 Ok(step) => step,
@@ -168,6 +169,7 @@ impl Runner {
             };
             self.state.response.push(assistant_message(&step));
             let phase = self.run_tools(em, step).instrument(span).await;
+            telemetry::metrics().step(started.elapsed());
             match phase {
                 ToolPhase::Done(step) => {
                     if let Some(outcome) = self.finish_step(em, step).await {
@@ -312,6 +314,18 @@ impl Runner {
         .await;
         let request = self.model_request();
         let span = telemetry::model_span(self.agent.provider.name(), &self.agent.model);
+        if self.state.request.tracing.record_inputs {
+            let conversation: Vec<&Message> = self
+                .state
+                .history
+                .iter()
+                .chain(&self.state.request.context)
+                .chain(&self.state.request.input)
+                .chain(&self.state.response)
+                .collect();
+            let text = serde_json::to_string(&conversation).unwrap_or_default();
+            telemetry::record_io(&span, telemetry::GEN_AI_INPUT_MESSAGES, &text);
+        }
         let started = std::time::Instant::now();
         let mut blocks = Blocks::default();
         let result = self
@@ -319,15 +333,24 @@ impl Runner {
             .instrument(span.clone())
             .await;
         blocks.close(em).await;
-        telemetry::metrics().model_call(started.elapsed());
-        if let Ok(step) = &result {
-            telemetry::record_model_result(
-                &span,
-                &step.usage,
-                step.finish_reason.as_str(),
-                &step.response.id,
-                &step.response.model,
-            );
+        telemetry::metrics().model_call(&self.agent.model, started.elapsed(), result.is_err());
+        match &result {
+            Ok(step) => {
+                telemetry::record_model_response(
+                    &span,
+                    &telemetry::ModelResponse {
+                        id: &step.response.id,
+                        model: &step.response.model,
+                        input_tokens: Some(step.usage.input_tokens),
+                        output_tokens: Some(step.usage.output_tokens),
+                        finish_reasons: &[step.finish_reason.as_str()],
+                    },
+                );
+                self.record_io()
+                    .output(&span, telemetry::GEN_AI_OUTPUT_MESSAGES, &step.text);
+            }
+            Err(StepFail::Model(e)) => telemetry::record_error(&span, &e.to_string()),
+            Err(StepFail::Aborted) => telemetry::record_error(&span, "aborted"),
         }
         result
     }
@@ -595,18 +618,42 @@ impl Runner {
             );
         };
         let span = telemetry::tool_span(&call.name, &call.id);
+        self.record_io().input(
+            &span,
+            telemetry::GEN_AI_TOOL_CALL_ARGUMENTS,
+            &call.args.to_string(),
+        );
         let started = std::time::Instant::now();
         let output = spec
             .execute(&self.env, &call.id, &call.args, &self.cancel)
             .instrument(span.clone())
             .await;
-        telemetry::metrics().tool_call(&call.name, started.elapsed(), output.is_err());
+        // Client-defined names would make metric labels unbounded.
+        let label = match spec.kind {
+            ToolKind::Http(_) | ToolKind::Task(_) => call.name.as_str(),
+            ToolKind::Client => "client",
+        };
+        telemetry::metrics().tool_call(label, started.elapsed(), output.is_err());
         match output {
-            Ok(ToolOutput { result, is_error }) => (record(result, is_error), None),
+            Ok(ToolOutput { result, is_error }) => {
+                self.record_io().output(
+                    &span,
+                    telemetry::GEN_AI_TOOL_CALL_RESULT,
+                    &result.to_string(),
+                );
+                (record(result, is_error), None)
+            }
             Err(error) => {
                 telemetry::record_error(&span, &error);
                 (record(Value::String(error), true), None)
             }
+        }
+    }
+
+    fn record_io(&self) -> telemetry::RecordIo {
+        telemetry::RecordIo {
+            inputs: self.state.request.tracing.record_inputs,
+            outputs: self.state.request.tracing.record_outputs,
         }
     }
 

@@ -16,7 +16,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
-use tracing::{info, warn};
+use tracing::{Instrument, info, warn};
 
 use super::emit::{ClientSender, Emitter};
 use super::message::{self, Message, new_id, now_ms};
@@ -29,6 +29,7 @@ use crate::pb;
 use crate::pb::chunk::Payload;
 use crate::store::{Cas, LogLimits, StoreError, ThreadKey, Versioned};
 use crate::tasklist::{TASKS_DOC, TaskList};
+use crate::telemetry;
 
 /// Control channel every replica listens on (aborts name their run inside the message).
 const CONTROL_CHANNEL: &str = "_all";
@@ -118,8 +119,13 @@ impl Runtime {
         }
     }
 
-    /// Starts a run (or replays the run of an idempotency key) and streams its chunks.
-    pub async fn generate(self: &Arc<Self>, request: RunRequest) -> Result<ChunkStream, RunError> {
+    /// Starts a run (or replays the run of an idempotency key) and streams its chunks; the run
+    /// span joins `parent` (the caller's trace). Also returns the run's trace and span ids.
+    pub async fn generate(
+        self: &Arc<Self>,
+        request: RunRequest,
+        parent: Option<opentelemetry::Context>,
+    ) -> Result<(ChunkStream, TraceIds), RunError> {
         let agent = self.agents.get(&request.agent_id).ok_or_else(|| {
             RunError::NotFound(format!("agent {:?} is not configured", request.agent_id))
         })?;
@@ -145,8 +151,9 @@ impl Runtime {
                     )));
                 }
                 let first = existing["run_id"].as_str().unwrap_or_default().to_owned();
-                if self.deps.store.get_run(&first).await?.is_some() {
-                    return self.observe(&first, 0).await;
+                if let Some(doc) = self.deps.store.get_run(&first).await? {
+                    let trace = decode_record(&doc)?.trace.unwrap_or_default();
+                    return Ok((self.observe(&first, 0).await?, trace));
                 }
                 // The first attempt never got its run started: start it now under its id.
                 run_id = first;
@@ -157,6 +164,8 @@ impl Runtime {
         })?;
 
         let (history, tasks, thread_existed) = self.load_memory(&request).await?;
+        let span = run_span(&agent, &request, &run_id, parent.as_ref(), &[]);
+        let trace = telemetry::run_trace_ids(&span, parent.as_ref());
         let record = RunRecord {
             run_id: run_id.clone(),
             agent_id: agent.config.id.clone(),
@@ -179,13 +188,13 @@ impl Runtime {
             finish_reason: None,
             state: None,
             expires_at_ms: None,
-            trace: None,
+            trace: Some(trace.clone()),
         };
         let version = match self.write_record(&run_id, 0, &record).await? {
             Cas::Written(v) => v,
             Cas::Conflict(_) if request.idempotency_key.is_some() => {
                 // An identical request won the race to start it: follow that run.
-                return self.observe(&run_id, 0).await;
+                return Ok((self.observe(&run_id, 0).await?, trace));
             }
             Cas::Conflict(_) => {
                 return Err(RunError::AlreadyExists(format!(
@@ -203,7 +212,17 @@ impl Runtime {
             warnings: Vec::new(),
             open_step: None,
         };
-        Ok(self.spawn(agent, state, tasks, record, version, permit, false))
+        let stream = self.spawn(
+            agent,
+            state,
+            tasks,
+            record,
+            version,
+            permit,
+            (span, trace.clone()),
+            false,
+        );
+        Ok((stream, trace))
     }
 
     /// Reads the thread's history and task list (one round trip), checking ownership.
@@ -267,6 +286,7 @@ impl Runtime {
         record: RunRecord,
         version: u64,
         permit: OwnedSemaphorePermit,
+        (span, trace): (tracing::Span, TraceIds),
         resuming: bool,
     ) -> ChunkStream {
         let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
@@ -276,15 +296,17 @@ impl Runtime {
         let record_run_id = record.run_id.clone();
         self.register(&record.run_id, cancel.clone(), reason.clone());
         let this = self.clone();
-        tokio::spawn(async move {
+        let run = async move {
             this.execute(
-                agent, state, tasks, record, version, tx, cancel, reason, resuming,
+                agent, state, tasks, record, version, tx, cancel, reason, trace, resuming,
             )
             .await;
             drop(permit);
-        });
+        };
+        tokio::spawn(run.instrument(span));
         ClientStream {
             inner: ReceiverStream::new(rx),
+            _active: telemetry::metrics().stream_opened(),
             on_disconnect,
             runtime: self.clone(),
             run_id: record_run_id,
@@ -304,6 +326,7 @@ impl Runtime {
         client: ClientSender,
         cancel: CancellationToken,
         reason: Arc<Mutex<Option<String>>>,
+        trace: TraceIds,
         resuming: bool,
     ) {
         let run_id = record.run_id.clone();
@@ -323,11 +346,19 @@ impl Runtime {
             cancel,
             reason,
         );
-        let RunOutcome { result, suspended } = if resuming {
+        let RunOutcome {
+            mut result,
+            suspended,
+        } = if resuming {
             runner.resume(&mut em).await
         } else {
             runner.start(&mut em).await
         };
+        (result.trace_id, result.span_id) = trace;
+        telemetry::metrics().run_finished(
+            &record.agent_id,
+            super::wire::run_finish_name(result.finish_reason()),
+        );
         // Record first, then emit `finish`: a client that reacts to it (Approve, Abort, a new
         // turn) must find the run in its final state.
         record.last_sequence = em.sequence() + 1;
@@ -556,6 +587,7 @@ impl Runtime {
         call_id: &str,
         decision: Decision,
         on_disconnect: OnDisconnect,
+        parent: Option<opentelemetry::Context>,
     ) -> Result<ChunkStream, RunError> {
         loop {
             let Some(doc) = self.deps.store.get_run(run_id).await? else {
@@ -657,7 +689,26 @@ impl Runtime {
                 };
                 state.request.on_disconnect = on_disconnect;
                 record.state = None;
-                return Ok(self.spawn(agent, state, tasks, record, version, permit, true));
+                // The continuation joins the decider's trace and links to the original run.
+                let links: Vec<_> = record
+                    .trace
+                    .as_ref()
+                    .and_then(|(trace, span)| telemetry::remote_span_context(trace, span))
+                    .into_iter()
+                    .collect();
+                let span = run_span(&agent, &state.request, run_id, parent.as_ref(), &links);
+                let trace = telemetry::run_trace_ids(&span, parent.as_ref());
+                let stream = self.spawn(
+                    agent,
+                    state,
+                    tasks,
+                    record,
+                    version,
+                    permit,
+                    (span, trace),
+                    true,
+                );
+                return Ok(stream);
             }
             // Others still wait: tell this caller (and the log) what the run waits for now.
             let mut result = pb::GenerateResult {
@@ -765,6 +816,31 @@ impl Runtime {
     }
 }
 
+/// A run's trace id and span id (hex; empty when not traced).
+pub type TraceIds = (String, String);
+
+/// The `agent.run` span of a run.
+fn run_span(
+    agent: &AgentDef,
+    request: &RunRequest,
+    run_id: &str,
+    parent: Option<&opentelemetry::Context>,
+    links: &[opentelemetry::trace::SpanContext],
+) -> tracing::Span {
+    let memory = request.memory.as_ref();
+    let attrs = telemetry::RunSpanAttrs {
+        agent_id: &agent.config.id,
+        run_id,
+        thread_id: memory.map_or("", |m| m.thread_id.as_str()),
+        resource_id: memory.map_or("", |m| m.resource_id.as_str()),
+        tags: &request.tracing.tags,
+        metadata: Some(&request.tracing.metadata),
+        request_context: Some(&request.request_context),
+        request_context_keys: &request.tracing.request_context_keys,
+    };
+    telemetry::run_span(&attrs, parent, links)
+}
+
 fn pending_index(kind: &str, id: &str) -> String {
     format!("pending:{kind}:{id}")
 }
@@ -857,6 +933,7 @@ fn validate_against_agent(agent: &AgentDef, request: &RunRequest) -> Result<(), 
 /// A client's view of a run: when it goes away with `on_disconnect = ABORT`, the run stops.
 struct ClientStream {
     inner: ReceiverStream<Result<pb::Chunk, Status>>,
+    _active: telemetry::ActiveStream,
     on_disconnect: OnDisconnect,
     runtime: Arc<Runtime>,
     run_id: String,

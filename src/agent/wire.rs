@@ -36,6 +36,22 @@ pub fn finish_reason_from(reason: pb::FinishReason) -> Option<FinishReason> {
     })
 }
 
+/// A run finish reason's name for metrics, as the reference spells it.
+pub fn run_finish_name(reason: pb::FinishReason) -> &'static str {
+    match reason {
+        pb::FinishReason::Unspecified => "unknown",
+        pb::FinishReason::Stop => "stop",
+        pb::FinishReason::Length => "length",
+        pb::FinishReason::ContentFilter => "content-filter",
+        pb::FinishReason::ToolCalls => "tool-calls",
+        pb::FinishReason::Error => "error",
+        pb::FinishReason::Other => "other",
+        pb::FinishReason::Suspended => "suspended",
+        pb::FinishReason::Tripwire => "tripwire",
+        pb::FinishReason::Aborted => "aborted",
+    }
+}
+
 /// Wire usage.
 pub fn usage(u: Usage) -> pb::Usage {
     let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);

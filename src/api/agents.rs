@@ -18,6 +18,7 @@ use crate::config::Limits;
 use crate::json::{from_proto_struct, from_proto_value, to_proto_struct};
 use crate::model::{ModelSettings, ToolChoice};
 use crate::pb;
+use crate::telemetry;
 
 /// Remembered messages sent to the model when a request does not say.
 const DEFAULT_LAST_MESSAGES: usize = 10;
@@ -415,9 +416,19 @@ impl pb::agent_service_server::AgentService for AgentApi {
         &self,
         request: Request<pb::GenerateRequest>,
     ) -> Result<Response<Self::GenerateStream>, Status> {
-        let run = run_request(request.into_inner(), &self.limits)?;
-        let stream = self.runtime.generate(run).await?;
-        Ok(Response::new(stream))
+        let (metadata, _, req) = request.into_parts();
+        let tracing = req.tracing_options.clone().unwrap_or_default();
+        let parent = telemetry::parent_context(
+            metadata.as_ref(),
+            &tracing.trace_id,
+            &tracing.parent_span_id,
+        )
+        .map_err(super::invalid_trace)?;
+        let run = run_request(req, &self.limits)?;
+        let (stream, (trace_id, span_id)) = self.runtime.generate(run, parent).await?;
+        let mut response = Response::new(stream);
+        telemetry::insert_trace_ids(response.metadata_mut(), &trace_id, &span_id);
+        Ok(response)
     }
 
     async fn observe(

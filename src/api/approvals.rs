@@ -3,16 +3,22 @@
 use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 
 use super::agents::on_disconnect;
-use super::check_id;
 use super::error::Violations;
+use super::{check_id, rpc_span};
+use crate::agent::request::OnDisconnect;
 use crate::agent::run::DECLINED_TEXT;
 use crate::agent::runtime::{ChunkStream, Runtime};
 use crate::agent::state::Decision;
 use crate::config::Limits;
 use crate::json::from_proto_value;
 use crate::pb;
+use crate::telemetry;
+
+/// The service name on spans.
+const SERVICE: &str = "agentd.v1.ApprovalService";
 
 /// The ApprovalService implementation.
 pub struct ApprovalApi {
@@ -24,6 +30,24 @@ impl ApprovalApi {
     /// An ApprovalService deciding runs of `runtime`.
     pub fn new(runtime: Arc<Runtime>, limits: Limits) -> Self {
         Self { runtime, limits }
+    }
+
+    /// Records a decision within the call's span; the continuation joins that trace.
+    async fn decide(
+        &self,
+        run_id: &str,
+        call_id: &str,
+        decision: Decision,
+        mode: OnDisconnect,
+        span: tracing::Span,
+    ) -> Result<Response<ChunkStream>, Status> {
+        let parent = Some(telemetry::otel_context(&span));
+        let stream = self
+            .runtime
+            .decide(run_id, call_id, decision, mode, parent)
+            .instrument(span)
+            .await?;
+        Ok(Response::new(stream))
     }
 
     /// Both ids are required and bounded.
@@ -54,6 +78,7 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
         &self,
         request: Request<pb::ListPendingRequest>,
     ) -> Result<Response<pb::ListPendingResponse>, Status> {
+        let span = rpc_span(&request, SERVICE, "ListPending")?;
         let req = request.into_inner();
         let mut v = Violations::default();
         for (field, value) in [
@@ -73,6 +98,7 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
                 nonempty(&req.resource_id),
                 nonempty(&req.run_id),
             )
+            .instrument(span)
             .await?;
         Ok(Response::new(pb::ListPendingResponse { runs }))
     }
@@ -81,20 +107,25 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
         &self,
         request: Request<pb::ApproveRequest>,
     ) -> Result<Response<Self::ApproveStream>, Status> {
+        let span = rpc_span(&request, SERVICE, "Approve")?;
         let req = request.into_inner();
         self.check_call(&req.run_id, &req.tool_call_id)?;
         let mode = on_disconnect(req.on_disconnect());
-        let stream = self
-            .runtime
-            .decide(&req.run_id, &req.tool_call_id, Decision::Approved, mode)
-            .await?;
-        Ok(Response::new(stream))
+        self.decide(
+            &req.run_id,
+            &req.tool_call_id,
+            Decision::Approved,
+            mode,
+            span,
+        )
+        .await
     }
 
     async fn decline(
         &self,
         request: Request<pb::DeclineRequest>,
     ) -> Result<Response<Self::DeclineStream>, Status> {
+        let span = rpc_span(&request, SERVICE, "Decline")?;
         let req = request.into_inner();
         self.check_call(&req.run_id, &req.tool_call_id)?;
         let mut v = Violations::default();
@@ -107,22 +138,21 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
             .reason
             .filter(|r| !r.is_empty())
             .unwrap_or_else(|| DECLINED_TEXT.to_owned());
-        let stream = self
-            .runtime
-            .decide(
-                &req.run_id,
-                &req.tool_call_id,
-                Decision::Declined(reason),
-                mode,
-            )
-            .await?;
-        Ok(Response::new(stream))
+        self.decide(
+            &req.run_id,
+            &req.tool_call_id,
+            Decision::Declined(reason),
+            mode,
+            span,
+        )
+        .await
     }
 
     async fn resume(
         &self,
         request: Request<pb::ResumeRequest>,
     ) -> Result<Response<Self::ResumeStream>, Status> {
+        let span = rpc_span(&request, SERVICE, "Resume")?;
         let req = request.into_inner();
         self.check_call(&req.run_id, &req.tool_call_id)?;
         let mode = on_disconnect(req.on_disconnect());
@@ -130,15 +160,13 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
             .data
             .as_ref()
             .map_or(serde_json::Value::Null, from_proto_value);
-        let stream = self
-            .runtime
-            .decide(
-                &req.run_id,
-                &req.tool_call_id,
-                Decision::Resumed(data),
-                mode,
-            )
-            .await?;
-        Ok(Response::new(stream))
+        self.decide(
+            &req.run_id,
+            &req.tool_call_id,
+            Decision::Resumed(data),
+            mode,
+            span,
+        )
+        .await
     }
 }

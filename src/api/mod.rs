@@ -7,9 +7,30 @@ pub mod auth;
 pub mod error;
 pub mod tasks;
 
+use tonic::{Request, Status};
+
 use crate::config::Limits;
 use crate::store::ThreadKey;
+use crate::telemetry::{self, InvalidTraceField};
 use error::Violations;
+
+/// A malformed trace field or header, as INVALID_ARGUMENT naming it.
+pub(crate) fn invalid_trace(e: InvalidTraceField) -> Status {
+    let mut v = Violations::default();
+    v.add(e.field, e.message);
+    v.into_status()
+}
+
+/// The span of a unary or streaming call, under the trace its metadata names.
+pub(crate) fn rpc_span<T>(
+    request: &Request<T>,
+    service: &str,
+    method: &str,
+) -> Result<tracing::Span, Status> {
+    let parent =
+        telemetry::parent_context(request.metadata().as_ref(), "", "").map_err(invalid_trace)?;
+    Ok(telemetry::rpc_span(service, method, parent.as_ref()))
+}
 
 /// Checks an id field: bounded length, no control characters. Empty is allowed here; callers
 /// decide what empty means.

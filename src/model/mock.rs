@@ -64,8 +64,13 @@ pub struct MockOpenAi {
     task: Option<JoinHandle<()>>,
 }
 
+/// Computes the reply to a request when the script is empty.
+pub type Fallback = Arc<dyn Fn(&Value) -> MockReply + Send + Sync>;
+
 struct MockState {
     script: Mutex<VecDeque<MockReply>>,
+    fallback: Mutex<Option<Fallback>>,
+    recording: std::sync::atomic::AtomicBool,
     requests: Mutex<Vec<(Value, BTreeMap<String, String>)>>,
     disconnects: AtomicUsize,
     connections: AtomicUsize,
@@ -88,10 +93,17 @@ impl MockState {
 impl MockOpenAi {
     /// Starts the server on an ephemeral port of 127.0.0.1.
     pub async fn start() -> std::io::Result<Self> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        Self::start_on(SocketAddr::from(([127, 0, 0, 1], 0))).await
+    }
+
+    /// Starts the server on `addr`.
+    pub async fn start_on(addr: SocketAddr) -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let state = Arc::new(MockState {
             script: Mutex::new(VecDeque::new()),
+            fallback: Mutex::new(None),
+            recording: std::sync::atomic::AtomicBool::new(true),
             requests: Mutex::new(Vec::new()),
             disconnects: AtomicUsize::new(0),
             connections: AtomicUsize::new(0),
@@ -105,8 +117,10 @@ impl MockOpenAi {
             .with_state(state.clone());
         let shutdown = state.shutdown.clone();
         let counter = state.clone();
-        let listener = listener.tap_io(move |_| {
+        let listener = listener.tap_io(move |tcp| {
             counter.connections.fetch_add(1, Ordering::SeqCst);
+            // Small SSE writes must not wait for delayed ACKs (40 ms each otherwise).
+            let _ = tcp.set_nodelay(true);
         });
         let task = tokio::spawn(async move {
             let server = axum::serve(listener, app)
@@ -120,6 +134,20 @@ impl MockOpenAi {
             state,
             task: Some(task),
         })
+    }
+
+    /// Replies computed from each request once the script is empty (instead of the echo).
+    pub fn set_fallback(&self, fallback: Fallback) {
+        *self
+            .state
+            .fallback
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(fallback);
+    }
+
+    /// Turns request recording off (long benchmarks) or on.
+    pub fn set_recording(&self, on: bool) {
+        self.state.recording.store(on, Ordering::SeqCst);
     }
 
     /// The API root to configure a provider with: `http://127.0.0.1:PORT/v1`.
@@ -192,6 +220,57 @@ impl Drop for MockOpenAi {
     }
 }
 
+/// A planner that needs no model: with the task tools offered and no tool result yet, it writes
+/// the comma-separated items of the last user message as a task list; afterwards it answers
+/// with a summary. Two steps per run: the shape of a typical planning turn (and the benchmark).
+pub fn planner_reply(request: &Value) -> MockReply {
+    let messages = request["messages"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let text_of = |m: &Value| match &m["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => String::new(),
+    };
+    // Task-list signals are user messages too, but not the user speaking.
+    let is_prompt = |m: &Value| {
+        let text = text_of(m);
+        m["role"] == "user"
+            && !text.starts_with("<current-task-list")
+            && !text.starts_with("<task-list-update")
+    };
+    let Some(turn) = messages.iter().rposition(is_prompt) else {
+        return MockReply::Text("Nothing to plan.".to_owned());
+    };
+    let prompt = text_of(&messages[turn]);
+    let answered = messages[turn + 1..].iter().any(|m| m["role"] == "tool");
+    let offers_tasks = request["tools"]
+        .as_array()
+        .is_some_and(|tools| tools.iter().any(|t| t["function"]["name"] == "task_write"));
+    if !offers_tasks || answered {
+        return MockReply::Text(format!("Planned: {prompt}"));
+    }
+    let tasks: Vec<Value> = prompt
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .enumerate()
+        .map(|(i, item)| {
+            json!({
+                "content": item,
+                "status": if i == 0 { "in_progress" } else { "pending" },
+                "activeForm": format!("Working on {item}"),
+            })
+        })
+        .collect();
+    MockReply::ToolCalls(vec![("task_write".to_owned(), json!({ "tasks": tasks }))])
+}
+
 async fn models() -> Response {
     json_response(
         StatusCode::OK,
@@ -218,12 +297,22 @@ async fn chat_completions(
         .iter()
         .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
         .collect();
-    state.requests().push((request.clone(), header_map));
+    if state.recording.load(Ordering::SeqCst) {
+        state.requests().push((request.clone(), header_map));
+    }
     let n = state.served.fetch_add(1, Ordering::SeqCst) + 1;
-    let reply = state
-        .script()
-        .pop_front()
-        .unwrap_or_else(|| MockReply::Text(format!("echo: {}", last_user_text(&request))));
+    let scripted = state.script().pop_front();
+    let reply = scripted.unwrap_or_else(|| {
+        let fallback = state
+            .fallback
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        match fallback {
+            Some(reply) => reply(&request),
+            None => MockReply::Text(format!("echo: {}", last_user_text(&request))),
+        }
+    });
 
     let plan = match reply {
         MockReply::Error {

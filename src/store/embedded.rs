@@ -121,10 +121,33 @@ impl std::fmt::Debug for EmbeddedStore {
 
 /// What readers, the writer and subscriptions share.
 struct Shared {
-    db: Database,
+    /// `None` once closed: closing releases the file even while handles to the store remain,
+    /// so the same directory can be reopened at once (a restart in the same process).
+    db: std::sync::RwLock<Option<Database>>,
     docs: Hub<DocTopic, Versioned>,
     chunks: Hub<String, LogEntry>,
     control: Hub<String, Bytes>,
+}
+
+impl Shared {
+    /// Starts a read transaction; `Unavailable` once the store is closed.
+    fn begin_read(&self) -> StoreResult<ReadTransaction> {
+        let db = self.db.read().map_err(|_| closed())?;
+        Ok(db.as_ref().ok_or_else(closed)?.begin_read()?)
+    }
+
+    /// Starts a write transaction; `Unavailable` once the store is closed.
+    fn begin_write(&self) -> StoreResult<WriteTransaction> {
+        let db = self.db.read().map_err(|_| closed())?;
+        Ok(db.as_ref().ok_or_else(closed)?.begin_write()?)
+    }
+
+    /// Drops the database, releasing its file lock.
+    fn release(&self) {
+        if let Ok(mut db) = self.db.write() {
+            db.take();
+        }
+    }
 }
 
 /// A watched document: (thread id, kind, owning resource).
@@ -145,7 +168,7 @@ impl EmbeddedStore {
         create_tables(&db)?;
         let capacity = options.channel_capacity.max(1);
         let shared = Arc::new(Shared {
-            db,
+            db: std::sync::RwLock::new(Some(db)),
             docs: Hub::new(capacity),
             chunks: Hub::new(capacity),
             control: Hub::new(capacity),
@@ -199,6 +222,7 @@ impl Drop for EmbeddedStore {
         {
             tracing::error!("embedded store writer panicked");
         }
+        self.shared.release();
     }
 }
 
@@ -220,6 +244,7 @@ impl Store for EmbeddedStore {
         if let Ok(Err(e)) = done.await {
             tracing::error!(error = %e, "embedded store: final durable commit failed");
         }
+        self.shared.release();
     }
 
     async fn load_thread(
@@ -815,7 +840,7 @@ where
     F: FnOnce(&ReadTransaction, u64) -> StoreResult<T> + Send + 'static,
 {
     tokio::task::spawn_blocking(move || {
-        let tx = shared.db.begin_read()?;
+        let tx = shared.begin_read()?;
         f(&tx, now_ms())
     })
     .await

@@ -3,7 +3,9 @@
 
 #![allow(dead_code)]
 
+pub mod otlp;
 pub mod redis;
+pub mod span_tree;
 
 use std::path::Path;
 use std::time::Duration;

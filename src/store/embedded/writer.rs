@@ -239,7 +239,7 @@ impl WriterLoop {
 
     /// Starts a write transaction with the requested durability.
     fn begin(&self, durable: bool) -> StoreResult<WriteTransaction> {
-        let mut tx = self.shared.db.begin_write()?;
+        let mut tx = self.shared.begin_write()?;
         let durability = if durable {
             Durability::Immediate
         } else {

@@ -1,0 +1,32 @@
+//! A stand-in OpenAI-compatible model server for trying agentd without an API key (and for
+//! benchmarks). It plans: offered the task tools, it writes the comma-separated items of the
+//! prompt as a task list, then answers with a summary.
+//!
+//! `cargo run --bin mock-openai -- --listen 127.0.0.1:8080`
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use agentd::model::{MockOpenAi, planner_reply};
+use clap::Parser;
+
+/// Command-line flags.
+#[derive(Parser)]
+#[command(about = "A scripted OpenAI-compatible server for demos and benchmarks")]
+struct Args {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+}
+
+#[tokio::main]
+async fn main() -> std::io::Result<()> {
+    let args = Args::parse();
+    let mock = MockOpenAi::start_on(args.listen).await?;
+    mock.set_recording(false);
+    mock.set_fallback(Arc::new(planner_reply));
+    println!("mock OpenAI-compatible server at {}", mock.base_url());
+    tokio::signal::ctrl_c().await?;
+    mock.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,324 @@
+//! A real Generate with a tool call, exported to an OTLP/gRPC collector in the test: every span
+//! carries the caller's trace, the root's parent is the caller's span, the tree is run → step →
+//! model/tool with GenAI attributes, and the finish chunk reports the same trace. One test per
+//! binary: the subscriber and providers are global to the process.
+
+mod support;
+
+use std::time::Duration;
+
+use agentd::config::LogConfig;
+use agentd::model::{MockOpenAi, MockReply};
+use agentd::pb;
+use agentd::telemetry::{self, OtelSettings, OtlpProtocol};
+use opentelemetry_proto::tonic::trace::v1::Span;
+use serde_json::json;
+use support::otlp::{OtlpCollector, hex, int_attr, str_attr};
+
+const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT: &str = "00f067aa0ba902b7";
+
+fn children<'a>(spans: &'a [Span], parent: &Span) -> Vec<&'a Span> {
+    spans
+        .iter()
+        .filter(|s| s.parent_span_id == parent.span_id)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generate_is_traced_under_the_callers_trace() {
+    let collector = OtlpCollector::start().await;
+    let mut settings = OtelSettings::new(collector.endpoint_grpc(), OtlpProtocol::Grpc);
+    settings.metric_interval = Some(Duration::from_millis(500));
+    let log = LogConfig {
+        filter: "warn".to_owned(),
+        ..LogConfig::default()
+    };
+    let guard = telemetry::init_with(&log, Some(settings)).expect("init");
+
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push(MockReply::ToolCalls(vec![(
+        "task_write".into(),
+        json!({"tasks": [{"content": "Trace me", "status": "pending", "activeForm": "Tracing"}]}),
+    )]));
+    mock.push(MockReply::Text("Traced.".into()));
+    let dir = tempfile::tempdir().expect("dir");
+    let agents = format!(
+        "{}\n[[agents]]\nid = \"careful\"\nmodel = \"mock/test-model\"\ntools = [\"tasks\"]\nrequire_approval = [\"task_write\"]\n",
+        support::AGENTS_TOML
+    );
+    let server = support::start(support::agent_config(
+        &mock,
+        &agents,
+        "embedded",
+        dir.path(),
+    ))
+    .await;
+    let mut client = support::agents_client(&server).await;
+
+    // x-trace-id / x-parent-span-id, as the reference's tracingOptions.
+    let mut request = tonic::Request::new(pb::GenerateRequest {
+        agent_id: "planner".into(),
+        prompt: "trace this".into(),
+        memory: Some(support::memory(&support::unique("t"), "r", None)),
+        ..Default::default()
+    });
+    request
+        .metadata_mut()
+        .insert("x-trace-id", TRACE.parse().expect("ascii"));
+    request
+        .metadata_mut()
+        .insert("x-parent-span-id", PARENT.parse().expect("ascii"));
+    let response = client.generate(request).await.expect("generate");
+    assert_eq!(
+        response
+            .metadata()
+            .get("x-trace-id")
+            .and_then(|v| v.to_str().ok()),
+        Some(TRACE),
+        "the response metadata names the trace"
+    );
+    let chunks = support::collect(response.into_inner()).await;
+    let result = support::finish(&chunks);
+    assert_eq!(
+        result.trace_id, TRACE,
+        "the finish chunk carries the caller's trace"
+    );
+    assert_eq!(result.span_id.len(), 16);
+
+    let spans = collector
+        .wait_for_spans(
+            |spans| {
+                spans.iter().any(|s| s.name == "agent.run")
+                    && spans.iter().filter(|s| s.name.starts_with("chat ")).count() >= 2
+                    && spans.iter().any(|s| s.name.starts_with("execute_tool "))
+            },
+            Duration::from_secs(20),
+        )
+        .await;
+    let ours: Vec<Span> = spans
+        .into_iter()
+        .filter(|s| hex(&s.trace_id) == TRACE)
+        .collect();
+    let run = ours
+        .iter()
+        .find(|s| s.name == "agent.run")
+        .expect("run span");
+    assert_eq!(
+        hex(&run.parent_span_id),
+        PARENT,
+        "the root's parent is the caller's span"
+    );
+    assert_eq!(hex(&run.span_id), result.span_id);
+    assert_eq!(str_attr(run, "gen_ai.agent.id").as_deref(), Some("planner"));
+    assert_eq!(
+        str_attr(run, "agentd.run.id").as_deref(),
+        Some(result.run_id.as_str())
+    );
+
+    let steps = children(&ours, run);
+    assert_eq!(steps.len(), 2, "two steps under the run");
+    assert!(steps.iter().all(|s| s.name == "agent.step"));
+    let first_step = steps
+        .iter()
+        .find(|s| {
+            children(&ours, s)
+                .iter()
+                .any(|c| c.name.starts_with("execute_tool "))
+        })
+        .expect("the step with the tool call");
+    let under_first = children(&ours, first_step);
+    let model = under_first
+        .iter()
+        .find(|s| s.name == "chat test-model")
+        .expect("model span");
+    assert_eq!(str_attr(model, "gen_ai.system").as_deref(), Some("mock"));
+    assert_eq!(
+        str_attr(model, "gen_ai.request.model").as_deref(),
+        Some("test-model")
+    );
+    assert!(int_attr(model, "gen_ai.usage.input_tokens").unwrap_or(0) > 0);
+    assert!(int_attr(model, "gen_ai.usage.output_tokens").is_some());
+    let tool = under_first
+        .iter()
+        .find(|s| s.name == "execute_tool task_write")
+        .expect("tool span");
+    assert_eq!(
+        str_attr(tool, "gen_ai.tool.name").as_deref(),
+        Some("task_write")
+    );
+    assert!(str_attr(tool, "gen_ai.tool.call.id").is_some());
+
+    // W3C traceparent works the same way.
+    let other = "0af7651916cd43dd8448eb211c80319c";
+    mock.push(MockReply::Text("Again.".into()));
+    let mut request = tonic::Request::new(pb::GenerateRequest {
+        agent_id: "plain".into(),
+        prompt: "again".into(),
+        ..Default::default()
+    });
+    request.metadata_mut().insert(
+        "traceparent",
+        format!("00-{other}-b7ad6b7169203331-01")
+            .parse()
+            .expect("ascii"),
+    );
+    let chunks = support::collect(
+        client
+            .generate(request)
+            .await
+            .expect("generate")
+            .into_inner(),
+    )
+    .await;
+    assert_eq!(support::finish(&chunks).trace_id, other);
+    let spans = collector
+        .wait_for_spans(
+            |spans| {
+                spans
+                    .iter()
+                    .any(|s| s.name == "agent.run" && hex(&s.trace_id) == other)
+            },
+            Duration::from_secs(20),
+        )
+        .await;
+    let run = spans
+        .iter()
+        .find(|s| s.name == "agent.run" && hex(&s.trace_id) == other)
+        .expect("run span");
+    assert_eq!(hex(&run.parent_span_id), "b7ad6b7169203331");
+
+    // A malformed id is INVALID_ARGUMENT naming the field.
+    let bad = client
+        .generate(pb::GenerateRequest {
+            agent_id: "plain".into(),
+            prompt: "x".into(),
+            tracing_options: Some(pb::TracingOptions {
+                trace_id: "not-hex".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect_err("bad trace id");
+    assert_eq!(bad.code(), tonic::Code::InvalidArgument);
+    assert!(
+        bad.message().contains("tracing_options.trace_id"),
+        "{}",
+        bad.message()
+    );
+
+    // TaskService calls get spans in the caller's trace too.
+    let mut tasks = support::tasks_client(&server).await;
+    let mut check = tonic::Request::new(pb::CheckRequest {
+        thread_id: "t".into(),
+        resource_id: "r".into(),
+    });
+    check
+        .metadata_mut()
+        .insert("x-trace-id", other.parse().expect("ascii"));
+    check
+        .metadata_mut()
+        .insert("x-parent-span-id", PARENT.parse().expect("ascii"));
+    tasks.check(check).await.expect("check");
+    collector
+        .wait_for_spans(
+            |spans| {
+                spans
+                    .iter()
+                    .any(|s| hex(&s.trace_id) == other && s.name.contains("TaskService/Check"))
+            },
+            Duration::from_secs(20),
+        )
+        .await;
+
+    // An approval's continuation joins the Approve call's trace and links to the run's.
+    mock.push(MockReply::ToolCalls(vec![(
+        "task_write".into(),
+        json!({"tasks": [{"content": "Gated", "status": "pending", "activeForm": "Gating"}]}),
+    )]));
+    mock.push(MockReply::Text("Approved and done.".into()));
+    let mut request = tonic::Request::new(pb::GenerateRequest {
+        agent_id: "careful".into(),
+        prompt: "gated".into(),
+        memory: Some(support::memory(&support::unique("t"), "r", None)),
+        ..Default::default()
+    });
+    request
+        .metadata_mut()
+        .insert("x-trace-id", TRACE.parse().expect("ascii"));
+    let suspended = support::finish(
+        &support::collect(
+            client
+                .generate(request)
+                .await
+                .expect("generate")
+                .into_inner(),
+        )
+        .await,
+    );
+    assert_eq!(suspended.finish_reason(), pb::FinishReason::Suspended);
+    let approver = "11111111111111111111111111111111";
+    let mut approve = tonic::Request::new(pb::ApproveRequest {
+        run_id: suspended.run_id.clone(),
+        tool_call_id: suspended.suspend_payload.expect("payload").tool_call_id,
+        ..Default::default()
+    });
+    approve
+        .metadata_mut()
+        .insert("x-trace-id", approver.parse().expect("ascii"));
+    approve
+        .metadata_mut()
+        .insert("x-parent-span-id", PARENT.parse().expect("ascii"));
+    let mut approvals =
+        pb::approval_service_client::ApprovalServiceClient::new(support::channel(&server).await);
+    let rest = support::collect(
+        approvals
+            .approve(approve)
+            .await
+            .expect("approve")
+            .into_inner(),
+    )
+    .await;
+    let done = support::finish(&rest);
+    assert_eq!(done.text, "Approved and done.");
+    assert_eq!(
+        done.trace_id, approver,
+        "the continuation reports the Approve call's trace"
+    );
+    let spans = collector
+        .wait_for_spans(
+            |spans| {
+                spans
+                    .iter()
+                    .any(|s| s.name == "agent.run" && hex(&s.trace_id) == approver)
+            },
+            Duration::from_secs(20),
+        )
+        .await;
+    let continuation = spans
+        .iter()
+        .find(|s| s.name == "agent.run" && hex(&s.trace_id) == approver)
+        .expect("continuation run span");
+    let rpc = spans
+        .iter()
+        .find(|s| s.span_id == continuation.parent_span_id)
+        .expect("the continuation's parent is the Approve call's span");
+    assert!(rpc.name.contains("ApprovalService/Approve"), "{}", rpc.name);
+    assert!(
+        continuation
+            .links
+            .iter()
+            .any(|l| hex(&l.trace_id) == TRACE && hex(&l.span_id) == suspended.span_id),
+        "linked to the original run"
+    );
+
+    collector
+        .wait_for_metrics(
+            &["agentd.runs", "agentd.tokens", "agentd.model.duration"],
+            Duration::from_secs(30),
+        )
+        .await;
+    server.stop().await.expect("stop");
+    guard.shutdown().expect("shutdown");
+}
