@@ -22,6 +22,9 @@ pub struct Cli {
     /// Path of the TOML config file (optional).
     #[arg(long, env = "AGENTD_CONFIG")]
     pub config: Option<PathBuf>,
+    /// Check the configuration (file, environment, flags, agents) and exit.
+    #[arg(long)]
+    pub check_config: bool,
     /// Address to listen on, e.g. 0.0.0.0:50051.
     #[arg(long, env = "AGENTD_LISTEN")]
     pub listen: Option<SocketAddr>,

@@ -18,6 +18,21 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if cli.check_config {
+        return match agentd::agent::Agents::from_config(&config) {
+            Ok(agents) => {
+                println!(
+                    "agentd: configuration is valid ({} agent(s))",
+                    agents.iter().count()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("agentd: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     // Inside the runtime: the OTLP gRPC exporter needs it.
     let telemetry = match telemetry::init(&config.log) {
         Ok(guard) => guard,

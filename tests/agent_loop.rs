@@ -749,3 +749,50 @@ async fn provider_failure_is_an_error_chunk_not_an_rpc_error() {
     assert!(error.message.contains("400"), "{}", error.message);
     server.stop().await.expect("stop");
 }
+
+#[tokio::test]
+async fn new_threads_get_a_generated_title_and_raw_chunks_on_request() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let (_dir, server) = setup(&mock).await;
+    let mut client = support::agents_client(&server).await;
+    let (thread, resource) = (support::unique("t"), support::unique("r"));
+    let titled = || {
+        let mut memory = support::memory(&thread, &resource, None);
+        if let Some(options) = memory.options.as_mut() {
+            options.generate_title = true;
+        }
+        pb::GenerateRequest {
+            memory: Some(memory),
+            include_raw_chunks: true,
+            ..request("plain", "How do I bake bread?")
+        }
+    };
+    mock.push(MockReply::Text("Knead, rise, bake.".into()));
+    mock.push(MockReply::Text("\"Baking Bread\"".into()));
+    let chunks = support::generate(&mut client, titled()).await;
+    let title = chunks.iter().find_map(|c| match &c.payload {
+        Some(Payload::Data(d)) if d.r#type == "data-title" => {
+            d.data.as_ref().map(agentd::json::from_proto_value)
+        }
+        _ => None,
+    });
+    assert_eq!(title, Some(json!({"title": "Baking Bread"})));
+    assert!(
+        support::kinds(&chunks).contains(&"raw"),
+        "include_raw_chunks streams raw events"
+    );
+    assert_eq!(support::finish(&chunks).text, "Knead, rise, bake.");
+    let calls = mock.requests().len();
+    // The thread exists now: no second title.
+    mock.push(MockReply::Text("More.".into()));
+    let again = support::generate(&mut client, titled()).await;
+    assert!(
+        !again
+            .iter()
+            .any(|c| matches!(&c.payload, Some(Payload::Data(d)) if d.r#type == "data-title"))
+    );
+    assert_eq!(mock.requests().len(), calls + 1);
+    let plain = support::generate(&mut client, request("plain", "no raw")).await;
+    assert!(!support::kinds(&plain).contains(&"raw"));
+    server.stop().await.expect("stop");
+}

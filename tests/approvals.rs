@@ -554,3 +554,89 @@ async fn unknown_and_expired_decisions_have_clear_errors() {
     assert_eq!(effect.calls(), 0);
     server.stop().await.expect("stop");
 }
+
+#[tokio::test]
+async fn auto_resume_answers_a_client_tool_with_the_next_message_but_never_an_approval() {
+    let effect = SideEffect::start().await;
+    let mock = MockOpenAi::start().await.expect("mock");
+    let dir = tempfile::tempdir().expect("dir");
+    let server = support::start(support::agent_config(
+        &mock,
+        &agents(&effect.url),
+        "embedded",
+        dir.path(),
+    ))
+    .await;
+    let mut client = support::agents_client(&server).await;
+    let (thread, resource) = (support::unique("t"), support::unique("r"));
+    let ask_user = || pb::ClientTool {
+        name: "ask_user".into(),
+        description: "Asks the user a question".into(),
+        parameters: None,
+    };
+    mock.push(MockReply::ToolCalls(vec![(
+        "ask_user".into(),
+        json!({"q": "Color?"}),
+    )]));
+    let suspended = support::finish(
+        &support::generate(
+            &mut client,
+            pb::GenerateRequest {
+                client_tools: vec![ask_user()],
+                memory: Some(support::memory(&thread, &resource, None)),
+                ..ask("pick a color")
+            },
+        )
+        .await,
+    );
+    assert_eq!(suspended.finish_reason(), pb::FinishReason::Suspended);
+
+    mock.push(MockReply::Text("Green, then.".into()));
+    let resumed = support::finish(
+        &support::generate(
+            &mut client,
+            pb::GenerateRequest {
+                client_tools: vec![ask_user()],
+                auto_resume_suspended_tools: true,
+                memory: Some(support::memory(&thread, &resource, None)),
+                ..ask("green")
+            },
+        )
+        .await,
+    );
+    assert_eq!(
+        resumed.run_id, suspended.run_id,
+        "the suspended run continued"
+    );
+    assert_eq!(resumed.text, "Green, then.");
+    assert_eq!(tool_messages(&mock, 1), ["green"]);
+
+    // A pending approval is never resumed by a message: a new run starts instead.
+    mock.push(MockReply::ToolCalls(vec![act(5)]));
+    let waiting = support::finish(
+        &support::generate(
+            &mut client,
+            pb::GenerateRequest {
+                memory: Some(support::memory(&thread, &resource, None)),
+                ..ask("act")
+            },
+        )
+        .await,
+    );
+    assert_eq!(waiting.finish_reason(), pb::FinishReason::Suspended);
+    mock.push(MockReply::Text("A new run.".into()));
+    let fresh = support::finish(
+        &support::generate(
+            &mut client,
+            pb::GenerateRequest {
+                auto_resume_suspended_tools: true,
+                memory: Some(support::memory(&thread, &resource, None)),
+                ..ask("yes do it")
+            },
+        )
+        .await,
+    );
+    assert_ne!(fresh.run_id, waiting.run_id);
+    assert_eq!(effect.calls(), 0, "the approval is still pending");
+    server.stop().await.expect("stop");
+}

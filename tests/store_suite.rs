@@ -569,7 +569,10 @@ async fn embedded_data_survives_reopening() {
     ));
     // close() releases the file although this handle still exists (a restart in-process).
     let reopened = EmbeddedStore::open(dir.path()).unwrap();
-    assert_eq!(reopened.get_doc(&k, "tasks").await.unwrap(), Some(v(2, "t2")));
+    assert_eq!(
+        reopened.get_doc(&k, "tasks").await.unwrap(),
+        Some(v(2, "t2"))
+    );
     assert!(matches!(
         store.get_doc(&k, "tasks").await,
         Err(StoreError::Unavailable(_))

@@ -62,6 +62,9 @@ pub struct MemoryRequest {
     pub last_messages: usize,
     /// Save nothing.
     pub read_only: bool,
+    /// Generate a title for a thread this run creates.
+    #[serde(default)]
+    pub generate_title: bool,
 }
 
 /// A tool executed by the caller.

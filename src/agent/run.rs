@@ -37,6 +37,9 @@ use crate::telemetry;
 /// Text the model reads for a declined call when the decision gives no reason.
 pub const DECLINED_TEXT: &str = "Tool call was not approved by the user";
 
+/// What the model is asked when a thread needs a title.
+const TITLE_INSTRUCTIONS: &str = "Write a short title (at most 8 words) for a conversation that starts with the user's message below. Answer with the title only, without quotes.";
+
 /// Tool calls of one step running at once when nothing says otherwise.
 const DEFAULT_TOOL_CONCURRENCY: usize = 10;
 
@@ -760,6 +763,9 @@ impl Runner {
         if let Err(e) = self.save().await {
             return self.store_failed(em, &e).await;
         }
+        if self.state.title_pending {
+            self.generate_title(em).await;
+        }
         let mut result = self.result(wire::finish_reason(last_reason));
         result.object = object.as_ref().map(to_proto_value);
         result.used_fallback_value = used_fallback;
@@ -848,6 +854,84 @@ impl Runner {
         let mut result = self.result(pb::FinishReason::Error);
         result.error = Some(error);
         result.into_outcome()
+    }
+
+    /// Titles a thread this run created from its first message (one extra model call), stores
+    /// the title with the thread and emits it as a `data-title` chunk. A failure is a warning.
+    async fn generate_title(&mut self, em: &mut Emitter) {
+        self.state.title_pending = false;
+        let Some(memory) = self.state.request.memory.clone() else {
+            return;
+        };
+        let first = self
+            .state
+            .request
+            .input
+            .iter()
+            .find(|m| m.role == Role::User)
+            .map(Message::text)
+            .unwrap_or_default();
+        let request = ModelRequest {
+            model: self.agent.model.clone(),
+            messages: vec![
+                ChatMessage::system(TITLE_INSTRUCTIONS),
+                ChatMessage::user(first),
+            ],
+            ..ModelRequest::default()
+        };
+        let title = match self.collect_text(request).await {
+            Ok(text) => text.trim().trim_matches('"').trim().to_owned(),
+            Err(e) => {
+                self.state
+                    .warnings
+                    .push(format!("The thread title could not be generated: {e}"));
+                return;
+            }
+        };
+        if title.is_empty() {
+            return;
+        }
+        let meta = json!({
+            "title": title,
+            "metadata": memory.metadata,
+            "createdAtMs": now_ms(),
+        });
+        let key = ThreadKey {
+            thread_id: memory.thread_id.clone(),
+            resource_id: memory.resource_id.clone(),
+        };
+        if let Err(e) = self
+            .deps
+            .store
+            .append_messages(&key, Some(bytes::Bytes::from(meta.to_string())), Vec::new())
+            .await
+        {
+            self.state
+                .warnings
+                .push(format!("The thread title could not be saved: {e}"));
+            return;
+        }
+        em.emit(Payload::Data(pb::DataChunk {
+            r#type: "data-title".into(),
+            data: Some(to_proto_value(&json!({ "title": title }))),
+        }))
+        .await;
+    }
+
+    /// The text of one model call, without streaming it to the client.
+    async fn collect_text(&self, request: ModelRequest) -> Result<String, ModelError> {
+        let mut stream = self
+            .agent
+            .provider
+            .stream(request, self.cancel.child_token())
+            .await?;
+        let mut text = String::new();
+        while let Some(event) = stream.next().await {
+            if let ModelEvent::TextDelta(delta) = event? {
+                text.push_str(&delta);
+            }
+        }
+        Ok(text)
     }
 
     /// An assistant message of an unfinished step would leave tool calls without results.

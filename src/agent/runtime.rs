@@ -130,6 +130,26 @@ impl Runtime {
             RunError::NotFound(format!("agent {:?} is not configured", request.agent_id))
         })?;
         validate_against_agent(&agent, &request)?;
+        if request.auto_resume_suspended_tools
+            && let Some((run_id, call_id)) = self.waiting_client_call(&request).await?
+        {
+            // The new message answers the client tool the thread's run waits for.
+            let answer = request.input.last().map(Message::text).unwrap_or_default();
+            let trace = parent
+                .as_ref()
+                .map(|p| telemetry::run_trace_ids(&tracing::Span::none(), Some(p)))
+                .unwrap_or_default();
+            let stream = self
+                .decide(
+                    &run_id,
+                    &call_id,
+                    Decision::Resumed(Value::String(answer)),
+                    request.on_disconnect,
+                    parent,
+                )
+                .await?;
+            return Ok((stream, trace));
+        }
         let fingerprint = request.fingerprint();
         let mut run_id = request.run_id.clone().unwrap_or_else(new_id);
         if let Some(key) = &request.idempotency_key {
@@ -203,11 +223,16 @@ impl Runtime {
             }
         };
         let state = RunState {
-            request,
+            request: request.clone(),
             history,
             response: Vec::new(),
             saved: 0,
             thread_existed,
+            title_pending: !thread_existed
+                && request
+                    .memory
+                    .as_ref()
+                    .is_some_and(|m| m.generate_title && !m.read_only),
             steps: Vec::new(),
             warnings: Vec::new(),
             open_step: None,
@@ -223,6 +248,26 @@ impl Runtime {
             false,
         );
         Ok((stream, trace))
+    }
+
+    /// The oldest suspended run of the request's thread waiting for a client tool result (never
+    /// an approval), with that call's id.
+    async fn waiting_client_call(
+        &self,
+        request: &RunRequest,
+    ) -> Result<Option<(String, String)>, RunError> {
+        let Some(memory) = &request.memory else {
+            return Ok(None);
+        };
+        let runs = self
+            .pending(Some(&memory.thread_id), Some(&memory.resource_id), None)
+            .await?;
+        Ok(runs.into_iter().find_map(|run| {
+            run.pending
+                .iter()
+                .find(|p| p.kind() == pb::SuspensionKind::ClientTool)
+                .map(|p| (run.run_id.clone(), p.tool_call_id.clone()))
+        }))
     }
 
     /// Reads the thread's history and task list (one round trip), checking ownership.

@@ -132,6 +132,9 @@ pub struct RunState {
     pub saved: usize,
     /// Whether the thread existed when the run started.
     pub thread_existed: bool,
+    /// A title is still to be generated for the thread this run created.
+    #[serde(default)]
+    pub title_pending: bool,
     /// Finished steps.
     pub steps: Vec<StepRecord>,
     /// Run-level warnings.

@@ -346,6 +346,7 @@ fn memory(v: &mut Violations, m: &pb::MemoryOptions, limits: &Limits) -> Option<
             .unwrap_or_default(),
         last_messages,
         read_only: options.read_only,
+        generate_title: options.generate_title,
     })
 }
 

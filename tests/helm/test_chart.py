@@ -638,3 +638,20 @@ def test_notes_show_grpcurl_commands(rendered):
     assert "grpcurl -plaintext localhost:50051 list" in notes
     assert 'authorization: Bearer $AGENTD_API_KEY' in notes
     assert "helm test agentd-ci" in notes
+
+
+@pytest.mark.parametrize("scenario", ["default", "production", "bundled-redis"])
+def test_rendered_config_is_accepted_by_agentd(rendered, scenario, tmp_path):
+    """The ConfigMap's agentd.toml passes the binary's own check (unknown keys, agents, tools)."""
+    import os
+    import subprocess
+
+    binary = os.environ.get("AGENTD_BIN", str(ROOT / "target" / "debug" / "agentd"))
+    assert os.path.exists(binary), f"{binary} is missing: run `cargo build` first (scripts/test.sh does)"
+    config = tmp_path / "agentd.toml"
+    config.write_text(rendered[scenario].one("ConfigMap")["data"]["agentd.toml"])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
+    checked = subprocess.run(
+        [binary, "--check-config", "--config", str(config)], env=env, capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stderr
