@@ -234,6 +234,7 @@ async fn monitor_store(
             if up {
                 info!("store reachable: SERVING");
             } else {
+                crate::telemetry::metrics().store_error("ping");
                 warn!("store unreachable: NOT_SERVING");
             }
             let status = if up {

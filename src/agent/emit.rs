@@ -121,6 +121,7 @@ async fn write_log(
             .append_chunks(&run_id, std::mem::take(&mut batch), limits)
             .await
         {
+            crate::telemetry::metrics().store_error("append_chunks");
             warn!(run_id, error = %e, "could not append to the run log; Observe will miss chunks");
         }
     }

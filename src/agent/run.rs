@@ -841,6 +841,7 @@ impl Runner {
     }
 
     async fn store_failed(&mut self, em: &mut Emitter, e: &StoreError) -> RunOutcome {
+        telemetry::metrics().store_error("append_messages");
         let message = format!("Saving the run's messages failed: {e}");
         let error = pb::RunError {
             id: "STORE_UNAVAILABLE".to_owned(),

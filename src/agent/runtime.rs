@@ -16,7 +16,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
-use tracing::{Instrument, info, warn};
+use tracing::{Instrument, debug, warn};
 
 use super::emit::{ClientSender, Emitter};
 use super::message::{self, Message, new_id, now_ms};
@@ -77,6 +77,21 @@ pub struct RuntimeLimits {
     pub max_log_chunks: usize,
     /// How long pending approvals wait.
     pub approval_ttl: Duration,
+}
+
+/// Everything a run (or a continuation) starts with.
+struct Launch {
+    agent: Arc<AgentDef>,
+    state: RunState,
+    tasks: TaskList,
+    record: RunRecord,
+    /// Store version of `record`.
+    version: u64,
+    permit: OwnedSemaphorePermit,
+    span: tracing::Span,
+    trace: TraceIds,
+    /// Continue a suspended run rather than start one.
+    resuming: bool,
 }
 
 struct LiveRun {
@@ -237,16 +252,17 @@ impl Runtime {
             warnings: Vec::new(),
             open_step: None,
         };
-        let stream = self.spawn(
+        let stream = self.spawn(Launch {
             agent,
             state,
             tasks,
             record,
             version,
             permit,
-            (span, trace.clone()),
-            false,
-        );
+            span,
+            trace: trace.clone(),
+            resuming: false,
+        });
         Ok((stream, trace))
     }
 
@@ -321,59 +337,46 @@ impl Runtime {
             .await
     }
 
-    /// Runs `state` in the background, streaming to the returned client stream.
-    #[allow(clippy::too_many_arguments)]
-    fn spawn(
-        self: &Arc<Self>,
-        agent: Arc<AgentDef>,
-        state: RunState,
-        tasks: TaskList,
-        record: RunRecord,
-        version: u64,
-        permit: OwnedSemaphorePermit,
-        (span, trace): (tracing::Span, TraceIds),
-        resuming: bool,
-    ) -> ChunkStream {
+    /// Runs a launch in the background, streaming to the returned client stream.
+    fn spawn(self: &Arc<Self>, launch: Launch) -> ChunkStream {
         let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
         let cancel = CancellationToken::new();
         let reason = Arc::new(Mutex::new(None));
-        let on_disconnect = state.request.on_disconnect;
-        let record_run_id = record.run_id.clone();
-        self.register(&record.run_id, cancel.clone(), reason.clone());
+        let on_disconnect = launch.state.request.on_disconnect;
+        let run_id = launch.record.run_id.clone();
+        self.register(&run_id, cancel.clone(), reason.clone());
+        let span = launch.span.clone();
         let this = self.clone();
-        let run = async move {
-            this.execute(
-                agent, state, tasks, record, version, tx, cancel, reason, trace, resuming,
-            )
-            .await;
-            drop(permit);
-        };
-        tokio::spawn(run.instrument(span));
+        tokio::spawn(this.execute(launch, tx, cancel, reason).instrument(span));
         ClientStream {
             inner: ReceiverStream::new(rx),
             _active: telemetry::metrics().stream_opened(),
             on_disconnect,
             runtime: self.clone(),
-            run_id: record_run_id,
+            run_id,
             finished: false,
         }
         .boxed()
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn execute(
         self: Arc<Self>,
-        agent: Arc<AgentDef>,
-        state: RunState,
-        tasks: TaskList,
-        mut record: RunRecord,
-        mut version: u64,
+        launch: Launch,
         client: ClientSender,
         cancel: CancellationToken,
         reason: Arc<Mutex<Option<String>>>,
-        trace: TraceIds,
-        resuming: bool,
     ) {
+        let Launch {
+            agent,
+            state,
+            tasks,
+            mut record,
+            version,
+            permit,
+            span: _,
+            trace,
+            resuming,
+        } = launch;
         let run_id = record.run_id.clone();
         let (mut em, flush) = Emitter::new(
             self.deps.store.clone(),
@@ -421,13 +424,15 @@ impl Runtime {
                 record.expires_at_ms = None;
             }
         }
-        let written = self.write_record(&run_id, version, &record).await;
-        match &written {
-            Ok(Cas::Written(v)) => version = *v,
+        // Only the executing replica writes a running run's record, so a conflict is a bug.
+        match self.write_record(&run_id, version, &record).await {
+            Ok(Cas::Written(_)) => {}
             Ok(Cas::Conflict(_)) => warn!(run_id, "run record changed under its owner"),
-            Err(e) => warn!(run_id, error = %e, "could not record the run's end"),
+            Err(e) => {
+                telemetry::metrics().store_error("run_record");
+                warn!(run_id, error = %e, "could not record the run's end");
+            }
         }
-        let _ = version;
         if record.status == RunStatus::Suspended {
             self.index_pending(&record, true).await;
         }
@@ -435,7 +440,8 @@ impl Runtime {
         self.deregister(&run_id);
         drop(em);
         flush.wait().await;
-        info!(run_id, status = ?record.status, "run ended");
+        drop(permit);
+        debug!(run_id, status = ?record.status, "run ended");
     }
 
     fn register(
@@ -743,17 +749,17 @@ impl Runtime {
                     .collect();
                 let span = run_span(&agent, &state.request, run_id, parent.as_ref(), &links);
                 let trace = telemetry::run_trace_ids(&span, parent.as_ref());
-                let stream = self.spawn(
+                return Ok(self.spawn(Launch {
                     agent,
                     state,
                     tasks,
                     record,
                     version,
                     permit,
-                    (span, trace),
-                    true,
-                );
-                return Ok(stream);
+                    span,
+                    trace,
+                    resuming: true,
+                }));
             }
             // Others still wait: tell this caller (and the log) what the run waits for now.
             let mut result = pb::GenerateResult {
