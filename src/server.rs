@@ -44,6 +44,9 @@ const STORE_BACKED: [&str; 4] = [
     <ApprovalServiceServer<ApprovalApi> as NamedService>::NAME,
 ];
 
+/// How long aborted runs get to record their end once the grace period is over.
+const ABORT_WAIT: Duration = Duration::from_secs(2);
+
 /// How long one health probe of the store may take before it counts as down.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -174,7 +177,7 @@ pub async fn serve(
     );
     let abort_listener = tokio::spawn(runtime.clone().listen_for_aborts(shutdown.clone()));
     let agents = AgentApi::new(runtime.clone(), config.limits.clone());
-    let approvals = ApprovalApi::new(runtime, config.limits.clone());
+    let approvals = ApprovalApi::new(runtime.clone(), config.limits.clone());
 
     let addr = listener.local_addr()?;
     info!(%addr, "agentd listening");
@@ -202,10 +205,19 @@ pub async fn serve(
         });
 
     let grace = config.server.shutdown_grace();
+    // In-flight calls end first; runs that outlive their call (on_disconnect = CONTINUE, log
+    // flushes) must end too before the store closes.
+    let drained = async {
+        let result = server.await;
+        runtime.drain().await;
+        result
+    };
     let outcome = tokio::select! {
-        result = server => result.context("gRPC server failed"),
+        result = drained => result.context("gRPC server failed"),
         () = async { shutdown.cancelled().await; tokio::time::sleep(grace).await } => {
-            warn!(?grace, "grace period over; closing with calls still in flight");
+            warn!(?grace, "grace period over; aborting the runs still in flight");
+            runtime.abort_all("The server is shutting down");
+            let _ = tokio::time::timeout(ABORT_WAIT, runtime.drain()).await;
             Ok(())
         }
     };

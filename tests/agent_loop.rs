@@ -796,3 +796,70 @@ async fn new_threads_get_a_generated_title_and_raw_chunks_on_request() {
     assert!(!support::kinds(&plain).contains(&"raw"));
     server.stop().await.expect("stop");
 }
+
+/// Starts a run and lets go of it after its first chunk; returns its id.
+async fn start_detached(
+    server: &agentd::server::RunningServer,
+    request: pb::GenerateRequest,
+) -> String {
+    let mut client = support::agents_client(server).await;
+    let mut stream = client.generate(request).await.expect("starts").into_inner();
+    stream.next().await.expect("a chunk").expect("ok").run_id
+}
+
+/// Replays a run from its start.
+async fn observe(server: &agentd::server::RunningServer, run_id: String) -> Vec<pb::Chunk> {
+    let mut client = support::agents_client(server).await;
+    let stream = client
+        .observe(pb::ObserveRequest {
+            run_id,
+            after_sequence: 0,
+        })
+        .await
+        .expect("observe")
+        .into_inner();
+    support::collect(stream).await
+}
+
+#[tokio::test]
+async fn shutdown_lets_detached_runs_finish_within_grace_and_aborts_the_rest() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let dir = tempfile::tempdir().expect("dir");
+    let config = || {
+        let mut c = support::agent_config(&mock, support::AGENTS_TOML, "embedded", dir.path());
+        c.server.shutdown_grace_secs = 2;
+        c
+    };
+    let detached = |text: &str, delay_ms: u64| {
+        mock.push(MockReply::Slow {
+            text: text.into(),
+            delay_per_delta: Duration::from_millis(delay_ms),
+        });
+        pb::GenerateRequest {
+            on_disconnect: pb::OnDisconnect::Continue.into(),
+            ..request("plain", "slow")
+        }
+    };
+    // Finishes within the grace period: stop waits for it, and its log is complete.
+    let server = support::start(config()).await;
+    let run_id = start_detached(&server, detached("a b c", 200)).await;
+    server.stop().await.expect("stop");
+    let server = support::start(config()).await;
+    let replay = observe(&server, run_id).await;
+    assert_eq!(
+        support::finish(&replay).finish_reason(),
+        pb::FinishReason::Stop
+    );
+    assert_eq!(support::finish(&replay).text, "a b c");
+
+    // Outlives the grace period: aborted, and the abort is recorded.
+    let run_id = start_detached(&server, detached("x y z w", 2000)).await;
+    server.stop().await.expect("stop");
+    let server = support::start(config()).await;
+    let replay = observe(&server, run_id).await;
+    assert_eq!(
+        support::finish(&replay).finish_reason(),
+        pb::FinishReason::Aborted
+    );
+    server.stop().await.expect("stop");
+}

@@ -461,6 +461,25 @@ impl Runtime {
         }
     }
 
+    /// Waits until no run executes here (each holds a permit until its log is flushed).
+    pub async fn drain(&self) {
+        let all = u32::try_from(self.limits.max_concurrent_runs).unwrap_or(u32::MAX);
+        // The semaphore is never closed, so this only returns once every permit is back.
+        let _ = self.permits.acquire_many(all).await;
+    }
+
+    /// Aborts every run executing here (at the end of a shutdown's grace period).
+    pub fn abort_all(&self, why: &str) {
+        let running: Vec<String> = self
+            .live
+            .lock()
+            .map(|live| live.keys().cloned().collect())
+            .unwrap_or_default();
+        for run_id in running {
+            self.cancel_local(&run_id, why);
+        }
+    }
+
     /// Stops a local run; false when it does not run here.
     fn cancel_local(&self, run_id: &str, why: &str) -> bool {
         let Ok(live) = self.live.lock() else {
