@@ -262,7 +262,7 @@ impl Default for Limits {
             max_messages: 1000,
             max_concurrent_runs: 1024,
             max_steps_ceiling: 100,
-            run_retention_secs: 3600,
+            run_retention_secs: 900,
             max_log_chunks: 10_000,
             approval_ttl_secs: 24 * 3600,
         }

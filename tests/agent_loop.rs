@@ -406,6 +406,18 @@ async fn structured_output_in_all_three_strategies() {
     let result = support::finish(&chunks);
     assert_eq!(object(&result), Some(json!({"n": 7})));
     assert!(support::kinds(&chunks).contains(&"object-result"));
+    let partials: Vec<Value> = chunks
+        .iter()
+        .filter_map(|c| match &c.payload {
+            Some(Payload::Object(o)) => o.object.as_ref().map(agentd::json::from_proto_value),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        partials.last(),
+        Some(&json!({"n": 7})),
+        "partial objects while streaming"
+    );
     assert_eq!(
         mock.requests()[0]["response_format"]["type"],
         "json_schema",

@@ -388,6 +388,7 @@ impl Runner {
         };
         let mut names: std::collections::HashMap<u32, String> = std::collections::HashMap::new();
         let mut finished = false;
+        let mut last_object: Option<Value> = None;
         loop {
             let event = tokio::select! {
                 biased;
@@ -419,6 +420,16 @@ impl Runner {
                     step.text.push_str(&text);
                     em.emit(Payload::TextDelta(pb::TextDeltaChunk { id, text }))
                         .await;
+                    if self.state.request.structured_output.is_some()
+                        && let Some(object) = structured::partial_json(&step.text)
+                        && last_object.as_ref() != Some(&object)
+                    {
+                        em.emit(Payload::Object(pb::ObjectChunk {
+                            object: Some(to_proto_value(&object)),
+                        }))
+                        .await;
+                        last_object = Some(object);
+                    }
                 }
                 ModelEvent::ReasoningDelta(text) => {
                     let id = blocks.reasoning(em).await;

@@ -46,6 +46,75 @@ pub fn extract_json(text: &str) -> Option<Value> {
     serde_json::from_str(fenced.trim()).ok()
 }
 
+/// Longest text parsed for partial objects (beyond it only the final object is produced).
+const PARTIAL_LIMIT: usize = 64 * 1024;
+
+/// The object a still-streaming answer describes so far: the JSON prefix with its open strings
+/// and containers closed and a dangling key or token dropped. `None` while nothing parses.
+pub fn partial_json(text: &str) -> Option<Value> {
+    if text.len() > PARTIAL_LIMIT {
+        return None;
+    }
+    let text = text.trim_start();
+    let text = text
+        .strip_prefix("```json")
+        .or_else(|| text.strip_prefix("```"))
+        .unwrap_or(text)
+        .trim_start();
+    if !text.starts_with(['{', '[']) {
+        return None;
+    }
+    let mut closers = Vec::new();
+    let (mut in_string, mut escaped) = (false, false);
+    for c in text.chars() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' => closers.push('}'),
+            '[' => closers.push(']'),
+            '}' | ']' => {
+                closers.pop();
+            }
+            _ => {}
+        }
+    }
+    let mut candidate = text.trim_end_matches('`').to_owned();
+    if in_string {
+        candidate.push('"');
+    }
+    let suffix: String = closers.iter().rev().collect();
+    // A few trims suffice: each removes one dangling token (a comma, a key, a partial literal).
+    for _ in 0..4 {
+        if let Ok(value) = serde_json::from_str(&format!("{candidate}{suffix}")) {
+            return Some(value);
+        }
+        candidate = trim_dangling(&candidate)?;
+    }
+    None
+}
+
+/// Drops the last incomplete piece of a JSON prefix.
+fn trim_dangling(text: &str) -> Option<String> {
+    let text = text.trim_end();
+    if let Some(rest) = text.strip_suffix(',') {
+        return Some(rest.to_owned());
+    }
+    if let Some(rest) = text.strip_suffix(':') {
+        let key = rest.trim_end().strip_suffix('"')?;
+        return Some(key[..key.rfind('"')?].to_owned());
+    }
+    let cut = text.rfind([',', ':', '{', '['])?;
+    Some(text[..=cut].to_owned())
+}
+
 /// What structured output yields for a run.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ObjectOutcome {
@@ -155,6 +224,25 @@ mod tests {
             resolve(&output(ErrorStrategy::Fallback), bad, FinishReason::Stop),
             ObjectOutcome::Fallback(json!({"n": 0}))
         );
+    }
+
+    #[test]
+    fn partial_objects_while_streaming() {
+        assert_eq!(partial_json("{\"a\": \"hel"), Some(json!({"a": "hel"})));
+        assert_eq!(partial_json("{\"a\": 1, \"b"), Some(json!({"a": 1})));
+        assert_eq!(partial_json("{\"a\": 1, \"b\":"), Some(json!({"a": 1})));
+        assert_eq!(partial_json("{\"a\": tr"), Some(json!({})));
+        assert_eq!(partial_json("[1, 2, "), Some(json!([1, 2])));
+        assert_eq!(
+            partial_json("```json\n{\"n\": [{\"x\": 1}"),
+            Some(json!({"n": [{"x": 1}]}))
+        );
+        assert_eq!(
+            partial_json("{\"q\": \"a \\\" b"),
+            Some(json!({"q": "a \" b"}))
+        );
+        assert_eq!(partial_json("Sure! {"), None);
+        assert_eq!(partial_json(""), None);
     }
 
     #[test]
