@@ -730,32 +730,20 @@ impl Runtime {
             } else {
                 None
             };
+            // Everything the continuation needs is read before the decision is written, so a
+            // failure here leaves the run suspended rather than stuck "running".
+            let resumed = match permit {
+                Some(permit) => Some((permit, self.continuation_inputs(&record).await?)),
+                None => None,
+            };
             let version = match self.write_record(run_id, doc.version, &record).await? {
                 Cas::Written(v) => v,
                 Cas::Conflict(_) => continue,
             };
-            if let Some(permit) = permit {
+            if let Some((permit, (agent, tasks))) = resumed {
                 self.index_pending(&record, false).await;
                 let Some(mut state) = record.state.take() else {
                     return Err(not_waiting());
-                };
-                let agent = self.agents.get(&record.agent_id).ok_or_else(|| {
-                    RunError::NotFound(format!(
-                        "agent {:?} is no longer configured",
-                        record.agent_id
-                    ))
-                })?;
-                let tasks = match state.request.memory.as_ref() {
-                    Some(m) => self
-                        .deps
-                        .lists
-                        .load(&ThreadKey {
-                            thread_id: m.thread_id.clone(),
-                            resource_id: m.resource_id.clone(),
-                        })
-                        .await
-                        .unwrap_or_default(),
-                    None => TaskList::default(),
                 };
                 state.request.on_disconnect = on_disconnect;
                 record.state = None;
@@ -800,6 +788,36 @@ impl Runtime {
             flush.wait().await;
             return self.observe(run_id, first_sequence).await;
         }
+    }
+
+    /// The agent and current task list a suspended run continues with.
+    async fn continuation_inputs(
+        &self,
+        record: &RunRecord,
+    ) -> Result<(Arc<AgentDef>, TaskList), RunError> {
+        let agent = self.agents.get(&record.agent_id).ok_or_else(|| {
+            RunError::FailedPrecondition(format!(
+                "agent {:?} of run {:?} is no longer configured",
+                record.agent_id, record.run_id
+            ))
+        })?;
+        let memory = record
+            .state
+            .as_ref()
+            .and_then(|s| s.request.memory.as_ref());
+        let tasks = match memory {
+            Some(m) => {
+                self.deps
+                    .lists
+                    .load(&ThreadKey {
+                        thread_id: m.thread_id.clone(),
+                        resource_id: m.resource_id.clone(),
+                    })
+                    .await?
+            }
+            None => TaskList::default(),
+        };
+        Ok((agent, tasks))
     }
 
     /// Lists suspended runs matching the filter, oldest first.
