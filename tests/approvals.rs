@@ -76,6 +76,21 @@ url = "{tool_url}"
     )
 }
 
+/// A server on the embedded store in `dir` with the guarded agent.
+async fn start_guarded(
+    mock: &MockOpenAi,
+    effect: &SideEffect,
+    dir: &std::path::Path,
+) -> RunningServer {
+    support::start(support::agent_config(
+        mock,
+        &agents(&effect.url),
+        "embedded",
+        dir,
+    ))
+    .await
+}
+
 fn act(n: i64) -> (String, Value) {
     ("act".into(), json!({"n": n}))
 }
@@ -266,13 +281,7 @@ async fn decline_never_runs_the_tool_and_tells_the_model() {
     let effect = SideEffect::start().await;
     let mock = MockOpenAi::start().await.expect("mock");
     let dir = tempfile::tempdir().expect("dir");
-    let server = support::start(support::agent_config(
-        &mock,
-        &agents(&effect.url),
-        "embedded",
-        dir.path(),
-    ))
-    .await;
+    let server = start_guarded(&mock, &effect, dir.path()).await;
     let mut agents_client = support::agents_client(&server).await;
     let mut decide = approvals(&server).await;
     for (reason, expected) in [
@@ -319,13 +328,7 @@ async fn two_calls_in_one_step_decided_in_either_order_then_a_second_step() {
     mock.push(MockReply::ToolCalls(vec![act(3)]));
     mock.push(MockReply::Text("All done.".into()));
     let dir = tempfile::tempdir().expect("dir");
-    let server = support::start(support::agent_config(
-        &mock,
-        &agents(&effect.url),
-        "embedded",
-        dir.path(),
-    ))
-    .await;
+    let server = start_guarded(&mock, &effect, dir.path()).await;
     let chunks = support::generate(&mut support::agents_client(&server).await, ask("go")).await;
     let suspended = support::finish(&chunks);
     let calls = pending_calls(&chunks);
@@ -449,13 +452,7 @@ async fn client_tool_answered_by_resume() {
     )]));
     mock.push(MockReply::Text("Blue it is.".into()));
     let dir = tempfile::tempdir().expect("dir");
-    let server = support::start(support::agent_config(
-        &mock,
-        &agents(&effect.url),
-        "embedded",
-        dir.path(),
-    ))
-    .await;
+    let server = start_guarded(&mock, &effect, dir.path()).await;
     let chunks = support::generate(
         &mut support::agents_client(&server).await,
         pb::GenerateRequest {
@@ -560,13 +557,7 @@ async fn auto_resume_answers_a_client_tool_with_the_next_message_but_never_an_ap
     let effect = SideEffect::start().await;
     let mock = MockOpenAi::start().await.expect("mock");
     let dir = tempfile::tempdir().expect("dir");
-    let server = support::start(support::agent_config(
-        &mock,
-        &agents(&effect.url),
-        "embedded",
-        dir.path(),
-    ))
-    .await;
+    let server = start_guarded(&mock, &effect, dir.path()).await;
     let mut client = support::agents_client(&server).await;
     let (thread, resource) = (support::unique("t"), support::unique("r"));
     let ask_user = || pb::ClientTool {
