@@ -256,22 +256,18 @@ fn user_part(part: &Part) -> Option<ContentPart> {
 /// and tool calls whose results are missing (providers reject both), and system messages
 /// (history never carries instructions).
 pub fn sanitize_history(messages: Vec<Message>) -> Vec<Message> {
-    let called: std::collections::HashSet<String> = messages
-        .iter()
-        .flat_map(|m| m.parts.iter())
-        .filter_map(|p| match p {
-            Part::ToolCall { tool_call_id, .. } => Some(tool_call_id.clone()),
-            _ => None,
-        })
-        .collect();
-    let answered: std::collections::HashSet<String> = messages
-        .iter()
-        .flat_map(|m| m.parts.iter())
-        .filter_map(|p| match p {
-            Part::ToolResult { tool_call_id, .. } => Some(tool_call_id.clone()),
-            _ => None,
-        })
-        .collect();
+    let ids = |want_calls: bool| -> std::collections::HashSet<String> {
+        messages
+            .iter()
+            .flat_map(|m| m.parts.iter())
+            .filter_map(|p| match p {
+                Part::ToolCall { tool_call_id, .. } if want_calls => Some(tool_call_id.clone()),
+                Part::ToolResult { tool_call_id, .. } if !want_calls => Some(tool_call_id.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let (called, answered) = (ids(true), ids(false));
     messages
         .into_iter()
         .filter(|m| m.role != Role::System)

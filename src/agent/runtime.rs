@@ -237,17 +237,18 @@ impl Runtime {
                 )));
             }
         };
+        let title_pending = !thread_existed
+            && request
+                .memory
+                .as_ref()
+                .is_some_and(|m| m.generate_title && !m.read_only);
         let state = RunState {
-            request: request.clone(),
+            request,
             history,
             response: Vec::new(),
             saved: 0,
             thread_existed,
-            title_pending: !thread_existed
-                && request
-                    .memory
-                    .as_ref()
-                    .is_some_and(|m| m.generate_title && !m.read_only),
+            title_pending,
             steps: Vec::new(),
             warnings: Vec::new(),
             open_step: None,

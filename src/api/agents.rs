@@ -6,7 +6,7 @@ use serde_json::Value;
 use tonic::{Request, Response, Status};
 
 use super::error::Violations;
-use super::{check_id, check_text};
+use super::{check_id, check_text, to_i32};
 use crate::agent::message::{Message, Part, Role};
 use crate::agent::request::{
     ClientTool, ErrorStrategy, MemoryRequest, OnDisconnect, RunRequest, StopCondition,
@@ -53,7 +53,6 @@ fn describe(agent: &AgentDef) -> pb::Agent {
         })
         .collect();
     let defaults = &config.default_options;
-    let to_i32 = |n: u32| i32::try_from(n).unwrap_or(i32::MAX);
     pb::Agent {
         id: config.id.clone(),
         name: config.name.clone().unwrap_or_else(|| config.id.clone()),

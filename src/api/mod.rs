@@ -55,6 +55,11 @@ pub(crate) fn check_text(v: &mut Violations, field: &str, value: &str, limits: &
     }
 }
 
+/// A count for a proto `int32` field (saturating: counts never get near the limit).
+pub(crate) fn to_i32(n: u32) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
 /// The thread a request names, or `None` when either id is empty (no memory).
 pub(crate) fn thread_key(thread_id: &str, resource_id: &str) -> Option<ThreadKey> {
     (!thread_id.is_empty() && !resource_id.is_empty()).then(|| ThreadKey {

@@ -8,7 +8,7 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use super::error::Violations;
-use super::{check_id, check_text, rpc_span, thread_key};
+use super::{check_id, check_text, rpc_span, thread_key, to_i32};
 use crate::config::Limits;
 use crate::pb;
 use crate::tasklist::TaskLists;
@@ -99,10 +99,6 @@ fn check_to_pb(outcome: tasks::CheckOutcome) -> pb::TaskCheckResult {
         }),
         incomplete_tasks: tasks_to_pb(outcome.incomplete_tasks),
     }
-}
-
-fn to_i32(n: u32) -> i32 {
-    i32::try_from(n).unwrap_or(i32::MAX)
 }
 
 /// The `task_write` arguments a WriteRequest stands for.

@@ -228,18 +228,9 @@ pub fn planner_reply(request: &Value) -> MockReply {
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or_default();
-    let text_of = |m: &Value| match &m["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join(" "),
-        _ => String::new(),
-    };
     // Task-list signals are user messages too, but not the user speaking.
     let is_prompt = |m: &Value| {
-        let text = text_of(m);
+        let text = message_text(m);
         m["role"] == "user"
             && !text.starts_with("<current-task-list")
             && !text.starts_with("<task-list-update")
@@ -247,7 +238,7 @@ pub fn planner_reply(request: &Value) -> MockReply {
     let Some(turn) = messages.iter().rposition(is_prompt) else {
         return MockReply::Text("Nothing to plan.".to_owned());
     };
-    let prompt = text_of(&messages[turn]);
+    let prompt = message_text(&messages[turn]);
     let answered = messages[turn + 1..].iter().any(|m| m["role"] == "tool");
     let offers_tasks = request["tools"]
         .as_array()
@@ -360,15 +351,21 @@ async fn chat_completions(
 
 /// The text of the last user message (string content or text parts).
 fn last_user_text(request: &Value) -> String {
-    let messages = request.get("messages").and_then(Value::as_array);
-    let Some(last) = messages.and_then(|m| {
-        m.iter()
-            .rev()
-            .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
-    }) else {
-        return String::new();
-    };
-    match last.get("content") {
+    request
+        .get("messages")
+        .and_then(Value::as_array)
+        .and_then(|m| {
+            m.iter()
+                .rev()
+                .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        })
+        .map(message_text)
+        .unwrap_or_default()
+}
+
+/// The text of a chat message: its string content, or its text parts joined by spaces.
+fn message_text(message: &Value) -> String {
+    match message.get("content") {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Array(parts)) => parts
             .iter()
