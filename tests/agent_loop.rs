@@ -780,8 +780,22 @@ async fn new_threads_get_a_generated_title_and_raw_chunks_on_request() {
         }
     };
     mock.push(MockReply::Text("Knead, rise, bake.".into()));
-    mock.push(MockReply::Text("\"Baking Bread\"".into()));
+    mock.push(MockReply::Text(
+        "<think>bread, clearly</think>\n Baking Bread ".into(),
+    ));
     let chunks = support::generate(&mut client, titled()).await;
+    // The title model reads the reference's instructions and the run's transcript.
+    let title_prompt = sent(&mock, 1);
+    assert!(
+        contents(&title_prompt)[0].starts_with(
+            "\n      - you will generate a short title based on a conversation transcript"
+        ),
+        "{title_prompt:?}"
+    );
+    assert_eq!(
+        contents(&title_prompt)[1],
+        "User: How do I bake bread?\nAssistant: Knead, rise, bake."
+    );
     let title = chunks.iter().find_map(|c| match &c.payload {
         Some(Payload::Data(d)) if d.r#type == "data-title" => {
             d.data.as_ref().map(agentd::json::from_proto_value)

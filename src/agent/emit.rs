@@ -1,5 +1,6 @@
-//! Where a run's chunks go: numbered, sent to the attached client (if any) and appended to the
-//! run's bounded log in the store (batched by a writer task), from which Observe replays.
+//! Where a run's events go: numbered, turned into wire chunks (`wire.rs`), sent to the attached
+//! client (if any) and appended to the run's bounded log in the store (batched by a writer
+//! task), from which Observe replays.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,15 +9,16 @@ use bytes::Bytes;
 use prost::Message as _;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tonic::Status;
 use tracing::warn;
 
+use super::error::RunError;
+use super::event::Event;
+use super::wire;
 use crate::pb;
-use crate::pb::chunk::Payload;
 use crate::store::{LogLimits, Store};
 
 /// Chunks sent to a client stream.
-pub type ClientSender = mpsc::Sender<Result<pb::Chunk, Status>>;
+pub type ClientSender = mpsc::Sender<Result<pb::Chunk, RunError>>;
 
 /// Numbers chunks and delivers them to the client and to the log.
 pub struct Emitter {
@@ -65,21 +67,10 @@ impl Emitter {
         self.client_gone.load(Ordering::Relaxed)
     }
 
-    /// Emits a chunk from the agent.
-    pub async fn emit(&mut self, payload: Payload) {
-        self.emit_from(pb::ChunkFrom::Agent, payload).await;
-    }
-
-    /// Emits a chunk from a given producer.
-    pub async fn emit_from(&mut self, from: pb::ChunkFrom, payload: Payload) {
+    /// Emits the next event of the run.
+    pub async fn emit(&mut self, event: Event) {
         self.sequence += 1;
-        let chunk = pb::Chunk {
-            run_id: self.run_id.clone(),
-            sequence: self.sequence,
-            from: from.into(),
-            metadata: None,
-            payload: Some(payload),
-        };
+        let chunk = wire::chunk(&self.run_id, self.sequence, &event);
         // A closed log writer only means the log stops growing; the run goes on.
         let _ = self
             .log

@@ -253,9 +253,11 @@ fn user_part(part: &Part) -> Option<ContentPart> {
 }
 
 /// Drops what a history window cut in half: tool results whose call is outside the window
-/// and tool calls whose results are missing (providers reject both), and system messages
-/// (history never carries instructions).
-pub fn sanitize_history(messages: Vec<Message>) -> Vec<Message> {
+/// (providers reject them) and system messages (history never carries instructions). Tool
+/// calls without a result (cut off, or a call that never got one) are left out too when
+/// `filter_incomplete` (the reference's default); otherwise each is kept and answered by a
+/// `{"status":"pending"}` placeholder so the conversation stays well-formed.
+pub fn sanitize_history(messages: Vec<Message>, filter_incomplete: bool) -> Vec<Message> {
     let ids = |want_calls: bool| -> std::collections::HashSet<String> {
         messages
             .iter()
@@ -268,18 +270,42 @@ pub fn sanitize_history(messages: Vec<Message>) -> Vec<Message> {
             .collect()
     };
     let (called, answered) = (ids(true), ids(false));
-    messages
-        .into_iter()
-        .filter(|m| m.role != Role::System)
-        .filter_map(|mut m| {
-            m.parts.retain(|p| match p {
-                Part::ToolCall { tool_call_id, .. } => answered.contains(tool_call_id),
-                Part::ToolResult { tool_call_id, .. } => called.contains(tool_call_id),
-                _ => true,
-            });
-            (!m.parts.is_empty()).then_some(m)
-        })
-        .collect()
+    let mut out = Vec::with_capacity(messages.len());
+    for mut m in messages {
+        if m.role == Role::System {
+            continue;
+        }
+        let mut placeholders = Vec::new();
+        m.parts.retain(|p| match p {
+            Part::ToolCall {
+                tool_call_id,
+                tool_name,
+                args,
+            } => {
+                let kept = answered.contains(tool_call_id);
+                if !kept && !filter_incomplete {
+                    placeholders.push(Part::ToolResult {
+                        tool_call_id: tool_call_id.clone(),
+                        tool_name: tool_name.clone(),
+                        args: args.clone(),
+                        result: serde_json::json!({"status": "pending"}),
+                        is_error: false,
+                    });
+                }
+                kept || !filter_incomplete
+            }
+            Part::ToolResult { tool_call_id, .. } => called.contains(tool_call_id),
+            _ => true,
+        });
+        if m.parts.is_empty() {
+            continue;
+        }
+        out.push(m);
+        if !placeholders.is_empty() {
+            out.push(Message::new(Role::Tool, placeholders));
+        }
+    }
+    out
 }
 
 /// What the model was shown of the task list, rebuilt from the signals in a window of
@@ -366,10 +392,18 @@ mod tests {
             Message::new(Role::Assistant, vec![call("a"), call("b")]),
             Message::new(Role::Tool, vec![result("a")]),
         ];
-        let kept = sanitize_history(history);
+        let kept = sanitize_history(history.clone(), true);
         assert_eq!(kept.len(), 2);
         assert_eq!(kept[0].parts, vec![call("a")]);
         assert_eq!(kept[1].parts, vec![result("a")]);
+        let unfiltered = sanitize_history(history, false);
+        assert_eq!(unfiltered.len(), 3, "b is kept with a placeholder result");
+        assert_eq!(unfiltered[0].parts, vec![call("a"), call("b")]);
+        assert!(matches!(
+            &unfiltered[1].parts[..],
+            [Part::ToolResult { tool_call_id, result, .. }]
+                if tool_call_id == "b" && result == &json!({"status": "pending"})
+        ));
     }
 
     #[test]

@@ -1,15 +1,21 @@
 //! Agents and their runs: the configured agents, the tool loop, memory, structured output,
 //! approvals, and the runtime that starts, observes, aborts and resumes runs on any replica.
 
+pub mod decision;
 pub mod emit;
+pub mod error;
+pub mod event;
 pub mod message;
+pub mod record;
 pub mod request;
+pub mod result;
 pub mod run;
 pub mod runtime;
 pub mod state;
 pub mod stop;
 pub mod structured;
 pub mod tools;
+pub mod validate;
 pub mod wire;
 
 use std::collections::{BTreeMap, HashMap};

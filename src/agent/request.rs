@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::message::Message;
+use crate::config::AgentDefaults;
 use crate::model::{FinishReason, ModelSettings, ToolChoice};
 
 /// A declarative stop condition, checked after each step that would continue.
@@ -65,6 +66,14 @@ pub struct MemoryRequest {
     /// Generate a title for a thread this run creates.
     #[serde(default)]
     pub generate_title: bool,
+    /// Leave remembered tool calls without a result out of the prompt (else they are answered
+    /// by a pending placeholder).
+    #[serde(default = "yes")]
+    pub filter_incomplete_tool_calls: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A tool executed by the caller.
@@ -108,7 +117,7 @@ pub enum OnDisconnect {
 }
 
 /// Everything a run was asked for, validated.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunRequest {
     /// The agent.
     pub agent_id: String,
@@ -161,6 +170,21 @@ pub struct RunRequest {
 }
 
 impl RunRequest {
+    /// Fills what the request leaves unset from the agent's `[agents.default_options]`; the
+    /// request wins.
+    pub fn apply_defaults(&mut self, defaults: &AgentDefaults) {
+        self.max_steps = self.max_steps.or(defaults.max_steps);
+        self.tool_call_concurrency = self
+            .tool_call_concurrency
+            .or(defaults.tool_call_concurrency);
+        self.require_tool_approval |= defaults.require_tool_approval;
+        self.settings.temperature = self.settings.temperature.or(defaults.temperature);
+        self.settings.max_output_tokens = self
+            .settings
+            .max_output_tokens
+            .or(defaults.max_output_tokens);
+    }
+
     /// A fingerprint of the request for idempotency: equal requests give equal fingerprints.
     pub fn fingerprint(&self) -> String {
         use sha2::{Digest, Sha256};

@@ -1,11 +1,13 @@
-//! A run's state as it is stored: the run record (status, ownership, fingerprint) and, for a
-//! suspended run, everything needed to continue it on any replica.
+//! What a run knows while it runs, and what a suspended run stores to continue on any replica:
+//! its steps, tool calls and results, pending decisions and messages. The run record around
+//! it (status, ownership) is in `record.rs`.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::event::{GeneratedFile, Source};
 use super::message::Message;
 use super::request::RunRequest;
 use crate::model::{FinishReason, Usage};
@@ -37,6 +39,15 @@ pub struct ResultRecord {
     pub result: Value,
     /// True for failed, unknown or declined tools and error results.
     pub is_error: bool,
+}
+
+impl ResultRecord {
+    /// Whether the tool produced an output (an error result of a tool that ran counts): false
+    /// for unknown tools, unparsable arguments, failures and declined calls, whose result is
+    /// the text the model reads instead.
+    pub fn is_output(&self) -> bool {
+        !self.is_error || !self.result.is_string()
+    }
 }
 
 /// Provider response metadata of one step.
@@ -75,6 +86,15 @@ pub struct StepRecord {
     pub warnings: Vec<String>,
     /// Whether another step followed.
     pub is_continued: bool,
+    /// Provider-specific metadata of the step's response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_metadata: Option<Value>,
+    /// Citations the provider returned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<Source>,
+    /// Files the model generated.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<GeneratedFile>,
 }
 
 /// Why a tool call waits.
@@ -143,53 +163,41 @@ pub struct RunState {
     pub open_step: Option<OpenStep>,
 }
 
-/// Lifecycle of a run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    /// Executing on `owner`.
-    Running,
-    /// Waiting for decisions on tool calls.
-    Suspended,
-    /// Ended.
-    Finished,
-}
+impl RunState {
+    /// The state of a new run: nothing done yet.
+    pub fn new(request: RunRequest, history: Vec<Message>, thread_existed: bool) -> Self {
+        let title_pending = !thread_existed
+            && request
+                .memory
+                .as_ref()
+                .is_some_and(|m| m.generate_title && !m.read_only && m.title.is_none());
+        Self {
+            request,
+            history,
+            response: Vec::new(),
+            saved: 0,
+            thread_existed,
+            title_pending,
+            steps: Vec::new(),
+            warnings: Vec::new(),
+            open_step: None,
+        }
+    }
 
-/// The stored record of a run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RunRecord {
-    /// The run.
-    pub run_id: String,
-    /// Its agent.
-    pub agent_id: String,
-    /// Lifecycle state.
-    pub status: RunStatus,
-    /// Thread, if the run has memory.
-    #[serde(default)]
-    pub thread_id: String,
-    /// Resource, if the run has memory.
-    #[serde(default)]
-    pub resource_id: String,
-    /// Fingerprint of the request (idempotency).
-    pub fingerprint: String,
-    /// Replica executing the run.
-    pub owner: String,
-    /// Unix milliseconds of creation.
-    pub created_at_ms: i64,
-    /// Unix milliseconds of the last change.
-    pub updated_at_ms: i64,
-    /// Sequence of the last chunk written for the run.
-    pub last_sequence: u64,
-    /// Finish reason once finished or suspended.
-    #[serde(default)]
-    pub finish_reason: Option<FinishReason>,
-    /// When suspended: the state to continue from.
-    #[serde(default)]
-    pub state: Option<RunState>,
-    /// When suspended: undecided calls expire at this Unix millisecond.
-    #[serde(default)]
-    pub expires_at_ms: Option<i64>,
-    /// The trace of the run's first span, for links from continuations.
-    #[serde(default)]
-    pub trace: Option<(String, String)>,
+    /// The messages of the run so far, oldest first: remembered history, input, response.
+    pub fn conversation(&self) -> impl Iterator<Item = &Message> {
+        self.history
+            .iter()
+            .chain(&self.request.input)
+            .chain(&self.response)
+    }
+
+    /// The messages the model reads, oldest first: history, context, input, response.
+    pub fn prompt_messages(&self) -> impl Iterator<Item = &Message> {
+        self.history
+            .iter()
+            .chain(&self.request.context)
+            .chain(&self.request.input)
+            .chain(&self.response)
+    }
 }

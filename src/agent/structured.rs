@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use super::error::RunFailure;
 use super::request::{ErrorStrategy, StructuredOutput};
 use crate::model::{FinishReason, ResponseFormat};
 
@@ -124,27 +125,23 @@ pub enum ObjectOutcome {
     Fallback(Value),
     /// Invalid, and the strategy is `warn`: a warning and no object.
     Warning(String),
-    /// Invalid, and the strategy is `strict`: the run fails with this error id and message.
-    Failure(&'static str, String),
+    /// Invalid, and the strategy is `strict`: the run fails.
+    Failure(RunFailure),
 }
 
 /// Turns the final text into the run's object.
 pub fn resolve(output: &StructuredOutput, text: &str, reason: FinishReason) -> ObjectOutcome {
     let problem = if matches!(reason, FinishReason::Length | FinishReason::ContentFilter) {
-        (
-            "STRUCTURED_OUTPUT_TRUNCATED",
-            format!(
-                "Structured output was cut off (finish reason {reason}); no object could be produced"
-            ),
-        )
+        RunFailure::StructuredOutputTruncated(format!(
+            "Structured output was cut off (finish reason {reason}); no object could be produced"
+        ))
     } else {
         match extract_json(text) {
-            None => (
-                "STRUCTURED_OUTPUT_SCHEMA_VALIDATION_FAILED",
+            None => RunFailure::StructuredOutputInvalid(
                 "Structured output is not valid JSON".to_owned(),
             ),
             Some(value) => match compile(&output.schema) {
-                Err(e) => ("STRUCTURED_OUTPUT_SCHEMA_VALIDATION_FAILED", e),
+                Err(e) => RunFailure::StructuredOutputInvalid(e),
                 Ok(validator) => {
                     let errors: Vec<String> = validator
                         .iter_errors(&value)
@@ -161,20 +158,17 @@ pub fn resolve(output: &StructuredOutput, text: &str, reason: FinishReason) -> O
                     if errors.is_empty() {
                         return ObjectOutcome::Object(value);
                     }
-                    (
-                        "STRUCTURED_OUTPUT_SCHEMA_VALIDATION_FAILED",
-                        format!(
-                            "Structured output does not match the schema: {}",
-                            errors.join("; ")
-                        ),
-                    )
+                    RunFailure::StructuredOutputInvalid(format!(
+                        "Structured output does not match the schema: {}",
+                        errors.join("; ")
+                    ))
                 }
             },
         }
     };
     match output.error_strategy {
-        ErrorStrategy::Strict => ObjectOutcome::Failure(problem.0, problem.1),
-        ErrorStrategy::Warn => ObjectOutcome::Warning(problem.1),
+        ErrorStrategy::Strict => ObjectOutcome::Failure(problem),
+        ErrorStrategy::Warn => ObjectOutcome::Warning(problem.to_string()),
         ErrorStrategy::Fallback => {
             ObjectOutcome::Fallback(output.fallback_value.clone().unwrap_or(Value::Null))
         }
@@ -214,7 +208,7 @@ mod tests {
         let bad = "{\"n\": \"x\"}";
         assert!(matches!(
             resolve(&output(ErrorStrategy::Strict), bad, FinishReason::Stop),
-            ObjectOutcome::Failure("STRUCTURED_OUTPUT_SCHEMA_VALIDATION_FAILED", _)
+            ObjectOutcome::Failure(RunFailure::StructuredOutputInvalid(_))
         ));
         assert!(matches!(
             resolve(&output(ErrorStrategy::Warn), bad, FinishReason::Stop),
@@ -253,7 +247,7 @@ mod tests {
                 "{\"n\": 1}",
                 FinishReason::Length
             ),
-            ObjectOutcome::Failure("STRUCTURED_OUTPUT_TRUNCATED", _)
+            ObjectOutcome::Failure(RunFailure::StructuredOutputTruncated(_))
         ));
     }
 }

@@ -1,15 +1,236 @@
-//! Conversions between the agent's domain types and the wire types of `agentd.v1`. Runs emit
-//! `pb::Chunk`s directly (they are also what the run log stores and Observe replays), so these
-//! live beside the agent rather than in `api`.
+//! Conversions between the agent's domain types and the wire types of `agentd.v1`: every chunk
+//! a run emits is built here from its [`Event`] (chunks are also what the run log stores and
+//! Observe replays, so this lives beside the agent rather than in `api`).
 
 use prost_types::Timestamp;
 use serde_json::Value;
 
-use super::message::{Message, Part, Role};
-use super::state::{CallRecord, ResponseRecord, ResultRecord, StepRecord};
-use crate::json::{from_proto_value, to_proto_value};
+use super::decision;
+use super::error::RunFailure;
+use super::event::{Event, Producer};
+use super::message::{Message, Part, Role, SignalMetaKind};
+use super::record::RunRecord;
+use super::result::{RunEnd, RunResult};
+use super::state::{
+    CallRecord, PendingCall, PendingKind, ResponseRecord, ResultRecord, StepRecord,
+};
+use crate::json::{from_proto_value, to_proto_struct, to_proto_value};
 use crate::model::{FinishReason, Usage};
 use crate::pb;
+use crate::pb::chunk::Payload;
+
+/// The wire chunk of a run's `sequence`-th event.
+pub fn chunk(run_id: &str, sequence: u64, event: &Event) -> pb::Chunk {
+    let from = match event.producer() {
+        Producer::Agent => pb::ChunkFrom::Agent,
+        Producer::System => pb::ChunkFrom::System,
+    };
+    pb::Chunk {
+        run_id: run_id.to_owned(),
+        sequence,
+        from: from.into(),
+        metadata: None,
+        payload: Some(payload(event)),
+    }
+}
+
+fn payload(event: &Event) -> Payload {
+    let value = |v: &Value| Some(to_proto_value(v));
+    match event {
+        Event::Start {
+            agent_id,
+            thread_id,
+            resource_id,
+        } => Payload::Start(pb::StartChunk {
+            agent_id: agent_id.clone(),
+            thread_id: thread_id.clone(),
+            resource_id: resource_id.clone(),
+        }),
+        Event::StepStart { index, message_id } => Payload::StepStart(pb::StepStartChunk {
+            step_index: *index,
+            message_id: message_id.clone(),
+            warnings: Vec::new(),
+        }),
+        Event::TextStart(id) => Payload::TextStart(pb::TextStartChunk { id: id.clone() }),
+        Event::TextDelta { id, text } => Payload::TextDelta(pb::TextDeltaChunk {
+            id: id.clone(),
+            text: text.clone(),
+        }),
+        Event::TextEnd(id) => Payload::TextEnd(pb::TextEndChunk { id: id.clone() }),
+        Event::ReasoningStart(id) => {
+            Payload::ReasoningStart(pb::ReasoningStartChunk { id: id.clone() })
+        }
+        Event::ReasoningDelta { id, text } => Payload::ReasoningDelta(pb::ReasoningDeltaChunk {
+            id: id.clone(),
+            text: text.clone(),
+        }),
+        Event::ReasoningEnd(id) => Payload::ReasoningEnd(pb::ReasoningEndChunk { id: id.clone() }),
+        Event::Source(s) => Payload::Source(source(s)),
+        Event::File(f) => Payload::File(file(f)),
+        Event::ToolCallDelta {
+            call_id,
+            tool_name,
+            delta,
+        } => Payload::ToolCallDelta(pb::ToolCallDeltaChunk {
+            tool_call_id: call_id.clone(),
+            tool_name: tool_name.clone(),
+            args_text_delta: delta.clone(),
+        }),
+        Event::ToolCall(c) => Payload::ToolCall(call(c)),
+        Event::ApprovalRequested(p) => Payload::ToolCallApproval(suspension(p)),
+        Event::Suspended(p) => Payload::ToolCallSuspended(suspension(p)),
+        Event::ToolResult(r) => Payload::ToolResult(result(r)),
+        Event::ToolError(r) => Payload::ToolError(pb::ToolErrorChunk {
+            tool_call_id: r.id.clone(),
+            tool_name: r.name.clone(),
+            args: value(&r.args),
+            error: super::message::tool_content(&r.result),
+        }),
+        Event::ToolDenied { record, reason } => {
+            Payload::ToolOutputDenied(pb::ToolOutputDeniedChunk {
+                tool_call_id: record.id.clone(),
+                tool_name: record.name.clone(),
+                args: value(&record.args),
+                reason: reason.clone(),
+            })
+        }
+        Event::StepFinish(s) => Payload::StepFinish(pb::StepFinishChunk {
+            step_index: s.index,
+            reason: finish_reason(s.finish_reason).into(),
+            is_continued: s.is_continued,
+            usage: Some(usage(s.usage)),
+            warnings: s.warnings.clone(),
+            response: Some(response(&s.response)),
+            step: Some(step(s)),
+        }),
+        Event::Data { kind, data } => Payload::Data(pb::DataChunk {
+            r#type: (*kind).to_owned(),
+            data: value(data),
+        }),
+        Event::Object(o) => Payload::Object(pb::ObjectChunk { object: value(o) }),
+        Event::ObjectResult {
+            object,
+            used_fallback,
+        } => Payload::ObjectResult(pb::ObjectResultChunk {
+            object: value(object),
+            used_fallback_value: *used_fallback,
+        }),
+        Event::Raw(raw) => Payload::Raw(pb::RawChunk { raw: value(raw) }),
+        Event::Abort(reason) => Payload::Abort(pb::AbortChunk {
+            reason: reason.clone(),
+        }),
+        Event::Error(failure) => Payload::Error(pb::ErrorChunk {
+            error: Some(run_error(failure)),
+        }),
+        Event::Finish(r) => Payload::Finish(generate_result(r)),
+    }
+}
+
+/// The wire form of a run failure.
+pub fn run_error(failure: &RunFailure) -> pb::RunError {
+    pb::RunError {
+        id: failure.id().to_owned(),
+        message: failure.to_string(),
+        category: failure.category().as_str().to_owned(),
+    }
+}
+
+/// The wire finish reason of a run.
+pub fn run_finish_reason(end: RunEnd) -> pb::FinishReason {
+    match end {
+        RunEnd::Model(reason) => finish_reason(reason),
+        RunEnd::Suspended => pb::FinishReason::Suspended,
+        RunEnd::Aborted => pb::FinishReason::Aborted,
+        RunEnd::Failed => pb::FinishReason::Error,
+    }
+}
+
+/// The wire result of a run.
+pub fn generate_result(r: &RunResult) -> pb::GenerateResult {
+    let total = usage(r.usage);
+    pb::GenerateResult {
+        text: r.text.clone(),
+        object: r.object.as_ref().map(to_proto_value),
+        tool_calls: r.tool_calls.iter().map(call).collect(),
+        tool_results: r.tool_results.iter().map(result).collect(),
+        usage: Some(total),
+        total_usage: Some(total),
+        steps: r.steps.iter().map(step).collect(),
+        finish_reason: run_finish_reason(r.end).into(),
+        response: r.response.as_ref().map(response),
+        warnings: r.warnings.clone(),
+        provider_metadata: r.provider_metadata.as_ref().and_then(struct_of),
+        reasoning_text: r.reasoning_text.clone(),
+        suspend_payload: r.suspend_payload.as_ref().map(suspension),
+        run_id: r.run_id.clone(),
+        trace_id: r.trace_id.clone(),
+        span_id: r.span_id.clone(),
+        messages: r.messages.iter().map(message).collect(),
+        remembered_messages: r.remembered_messages.iter().map(message).collect(),
+        error: r.error.as_ref().map(run_error),
+        tripwire: None,
+        used_fallback_value: r.used_fallback_value,
+        sources: r.sources.iter().map(source).collect(),
+        files: r.files.iter().map(file).collect(),
+    }
+}
+
+/// The wire form of a suspended run's undecided calls (`None` when it has none).
+pub fn pending_run(record: &RunRecord) -> Option<pb::PendingRun> {
+    let open = record.state.as_ref()?.open_step.as_ref()?;
+    Some(pb::PendingRun {
+        run_id: record.run_id.clone(),
+        agent_id: record.agent_id.clone(),
+        thread_id: record.thread_id.clone(),
+        resource_id: record.resource_id.clone(),
+        suspended_at: Some(timestamp(record.updated_at_ms)),
+        expires_at: record.expires_at_ms.map(timestamp),
+        pending: open
+            .pending
+            .iter()
+            .filter(|p| p.decision.is_none())
+            .map(suspension)
+            .collect(),
+    })
+}
+
+/// The wire form of a pending call.
+pub fn suspension(p: &PendingCall) -> pb::ToolSuspension {
+    let kind = match p.kind {
+        PendingKind::Approval => pb::SuspensionKind::Approval,
+        PendingKind::ClientTool => pb::SuspensionKind::ClientTool,
+    };
+    pb::ToolSuspension {
+        tool_call_id: p.call.id.clone(),
+        tool_name: p.call.name.clone(),
+        args: Some(to_proto_value(&p.call.args)),
+        resume_schema: struct_of(&decision::resume_schema(p)),
+        kind: kind.into(),
+    }
+}
+
+fn struct_of(value: &Value) -> Option<prost_types::Struct> {
+    match value {
+        Value::Object(map) => Some(to_proto_struct(map)),
+        _ => None,
+    }
+}
+
+fn source(s: &super::event::Source) -> pb::SourceChunk {
+    pb::SourceChunk {
+        id: s.id.clone(),
+        source_type: s.source_type.clone(),
+        url: s.url.clone(),
+        title: s.title.clone(),
+    }
+}
+
+fn file(f: &super::event::GeneratedFile) -> pb::FileChunk {
+    pb::FileChunk {
+        data: f.data.clone(),
+        mime_type: f.mime_type.clone(),
+    }
+}
 
 /// A wire finish reason.
 pub fn finish_reason(reason: FinishReason) -> pb::FinishReason {
@@ -132,6 +353,12 @@ pub fn message(m: &Message) -> pb::Message {
         role: role.into(),
         content: m.parts.iter().map(part).collect(),
         created_at: Some(timestamp(m.created_at_ms)),
+        signal: match m.signal.as_ref().map(|s| s.kind) {
+            None => pb::SignalKind::Unspecified,
+            Some(SignalMetaKind::Snapshot) => pb::SignalKind::Snapshot,
+            Some(SignalMetaKind::Delta) => pb::SignalKind::Delta,
+        }
+        .into(),
     }
 }
 

@@ -6,13 +6,13 @@ use serde_json::Value;
 use tonic::{Request, Response, Status};
 
 use super::error::Violations;
-use super::{check_id, check_text, to_i32};
+use super::{ChunkStream, check_id, check_text, chunk_stream, to_i32};
 use crate::agent::message::{Message, Part, Role};
 use crate::agent::request::{
     ClientTool, ErrorStrategy, MemoryRequest, OnDisconnect, RunRequest, StopCondition,
     StructuredOutput, TracingRequest,
 };
-use crate::agent::runtime::{ChunkStream, Runtime};
+use crate::agent::runtime::Runtime;
 use crate::agent::{AgentDef, wire};
 use crate::config::Limits;
 use crate::json::{from_proto_struct, from_proto_value, to_proto_struct};
@@ -346,6 +346,7 @@ fn memory(v: &mut Violations, m: &pb::MemoryOptions, limits: &Limits) -> Option<
         last_messages,
         read_only: options.read_only,
         generate_title: options.generate_title,
+        filter_incomplete_tool_calls: options.filter_incomplete_tool_calls.unwrap_or(true),
     })
 }
 
@@ -426,7 +427,7 @@ impl pb::agent_service_server::AgentService for AgentApi {
         .map_err(super::invalid_trace)?;
         let run = run_request(req, &self.limits)?;
         let (stream, (trace_id, span_id)) = self.runtime.generate(run, parent).await?;
-        let mut response = Response::new(stream);
+        let mut response = Response::new(chunk_stream(stream));
         telemetry::insert_trace_ids(response.metadata_mut(), &trace_id, &span_id);
         Ok(response)
     }
@@ -441,7 +442,7 @@ impl pb::agent_service_server::AgentService for AgentApi {
             .runtime
             .observe(&req.run_id, req.after_sequence)
             .await?;
-        Ok(Response::new(stream))
+        Ok(Response::new(chunk_stream(stream)))
     }
 
     async fn abort(

@@ -7,10 +7,10 @@ use tracing::Instrument;
 
 use super::agents::on_disconnect;
 use super::error::Violations;
-use super::{check_id, rpc_span};
+use super::{ChunkStream, check_id, chunk_stream, rpc_span};
+use crate::agent::decision;
 use crate::agent::request::OnDisconnect;
-use crate::agent::run::DECLINED_TEXT;
-use crate::agent::runtime::{ChunkStream, Runtime};
+use crate::agent::runtime::Runtime;
 use crate::agent::state::Decision;
 use crate::config::Limits;
 use crate::json::from_proto_value;
@@ -47,7 +47,7 @@ impl ApprovalApi {
             .decide(run_id, call_id, decision, mode, parent)
             .instrument(span)
             .await?;
-        Ok(Response::new(stream))
+        Ok(Response::new(chunk_stream(stream)))
     }
 
     /// Both ids are required and bounded.
@@ -134,14 +134,10 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
         }
         v.into_result()?;
         let mode = on_disconnect(req.on_disconnect());
-        let reason = req
-            .reason
-            .filter(|r| !r.is_empty())
-            .unwrap_or_else(|| DECLINED_TEXT.to_owned());
         self.decide(
             &req.run_id,
             &req.tool_call_id,
-            Decision::Declined(reason),
+            decision::decline(req.reason.as_deref()),
             mode,
             span,
         )

@@ -3,7 +3,7 @@
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
-use crate::agent::runtime::RunError;
+use crate::agent::error::RunError;
 use crate::store::StoreError;
 
 impl From<RunError> for Status {

@@ -7,12 +7,22 @@ pub mod auth;
 pub mod error;
 pub mod tasks;
 
+use futures::stream::{BoxStream, StreamExt};
 use tonic::{Request, Status};
 
 use crate::config::Limits;
+use crate::pb;
 use crate::store::ThreadKey;
 use crate::telemetry::{self, InvalidTraceField};
 use error::Violations;
+
+/// A run's chunks as a gRPC response stream.
+pub(crate) type ChunkStream = BoxStream<'static, Result<pb::Chunk, Status>>;
+
+/// A run's chunk stream with its errors as statuses.
+pub(crate) fn chunk_stream(stream: crate::agent::runtime::ChunkStream) -> ChunkStream {
+    stream.map(|item| item.map_err(Status::from)).boxed()
+}
 
 /// A malformed trace field or header, as INVALID_ARGUMENT naming it.
 pub(crate) fn invalid_trace(e: InvalidTraceField) -> Status {

@@ -1,0 +1,349 @@
+//! One model call: the request the model is sent (system messages, conversation, tools,
+//! settings, response format, provider options), streaming its answer to the client, and
+//! turning it into the step's record.
+
+use std::collections::HashMap;
+
+use futures::StreamExt;
+use serde_json::Value;
+use tracing::Instrument;
+
+use super::{Runner, StepFail};
+use crate::agent::emit::Emitter;
+use crate::agent::error::RunFailure;
+use crate::agent::event::Event;
+use crate::agent::message::{Message, Part, Role, new_id, now_ms};
+use crate::agent::state::{CallRecord, ResponseRecord, StepRecord};
+use crate::agent::structured;
+use crate::agent::tools::ToolKind;
+use crate::model::{
+    ChatMessage, FinishReason, ModelError, ModelEvent, ModelRequest, ToolDefinition, Usage,
+};
+use crate::tasks::signal::TASK_LIST_GUIDANCE;
+use crate::telemetry;
+
+impl Runner {
+    /// What the model is sent for the next step.
+    pub(super) fn model_request(&self) -> ModelRequest {
+        let request = &self.state.request;
+        let mut messages = Vec::new();
+        let instructions = request
+            .instructions
+            .as_deref()
+            .unwrap_or(&self.agent.config.instructions);
+        if !instructions.is_empty() {
+            messages.push(ChatMessage::system(instructions));
+        }
+        if !self.resumed
+            && self
+                .offered
+                .iter()
+                .any(|t| matches!(t.kind, ToolKind::Task(_)))
+        {
+            messages.push(ChatMessage::system(TASK_LIST_GUIDANCE));
+        }
+        for extra in &request.system {
+            messages.push(ChatMessage::system(extra.clone()));
+        }
+        let native = self.native_structured_output();
+        if let Some(output) = &request.structured_output
+            && !native
+        {
+            messages.push(ChatMessage::system(structured::injected_instructions(
+                output,
+            )));
+        }
+        for m in self.state.prompt_messages() {
+            m.push_chat(&mut messages);
+        }
+        ModelRequest {
+            model: self.agent.model.clone(),
+            messages,
+            tools: self
+                .offered
+                .iter()
+                .map(|t| ToolDefinition {
+                    name: t.name.clone(),
+                    description: t.description.clone(),
+                    parameters: t.parameters.clone(),
+                })
+                .collect(),
+            tool_choice: request.tool_choice.clone(),
+            settings: request.settings.clone(),
+            response_format: request
+                .structured_output
+                .as_ref()
+                .filter(|_| native)
+                .map(structured::response_format),
+            provider_options: request.provider_options.clone(),
+            include_raw: request.include_raw,
+        }
+    }
+
+    fn native_structured_output(&self) -> bool {
+        match &self.state.request.structured_output {
+            None => false,
+            Some(o) => match o.json_prompt_injection {
+                Some(inject) => !inject,
+                None => self.agent.provider.supports_structured_output(),
+            },
+        }
+    }
+
+    /// One model call, streamed to the client as it happens.
+    pub(super) async fn call_model(
+        &mut self,
+        index: u32,
+        em: &mut Emitter,
+    ) -> Result<StepRecord, StepFail> {
+        em.emit(Event::StepStart {
+            index,
+            message_id: new_id(),
+        })
+        .await;
+        let request = self.model_request();
+        let span = telemetry::model_span(self.agent.provider.name(), &self.agent.model);
+        if self.state.request.tracing.record_inputs {
+            let conversation: Vec<&Message> = self.state.prompt_messages().collect();
+            let text = serde_json::to_string(&conversation).unwrap_or_default();
+            telemetry::record_io(&span, telemetry::GEN_AI_INPUT_MESSAGES, &text);
+        }
+        let started = std::time::Instant::now();
+        let mut blocks = Blocks::default();
+        let result = self
+            .stream_model(request, index, em, &mut blocks)
+            .instrument(span.clone())
+            .await;
+        blocks.close(em).await;
+        telemetry::metrics().model_call(&self.agent.model, started.elapsed(), result.is_err());
+        match &result {
+            Ok(step) => {
+                telemetry::record_model_response(
+                    &span,
+                    &telemetry::ModelResponse {
+                        id: &step.response.id,
+                        model: &step.response.model,
+                        input_tokens: Some(step.usage.input_tokens),
+                        output_tokens: Some(step.usage.output_tokens),
+                        finish_reasons: &[step.finish_reason.as_str()],
+                    },
+                );
+                self.record_io()
+                    .output(&span, telemetry::GEN_AI_OUTPUT_MESSAGES, &step.text);
+            }
+            Err(StepFail::Failed(e)) => telemetry::record_error(&span, &e.to_string()),
+            Err(StepFail::Aborted) => telemetry::record_error(&span, "aborted"),
+        }
+        result
+    }
+
+    async fn stream_model(
+        &mut self,
+        request: ModelRequest,
+        index: u32,
+        em: &mut Emitter,
+        blocks: &mut Blocks,
+    ) -> Result<StepRecord, StepFail> {
+        let provider = self.agent.provider.clone();
+        let call_cancel = self.cancel.child_token();
+        // Dropping the stream (or cancelling) drops the provider connection at once.
+        let _stop_on_exit = call_cancel.clone().drop_guard();
+        let model_failed = |e: ModelError| StepFail::Failed(RunFailure::Model(e));
+        let mut stream = tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => return Err(StepFail::Aborted),
+            started = provider.stream(request, call_cancel) => started.map_err(model_failed)?,
+        };
+        let mut step = StepRecord {
+            index,
+            text: String::new(),
+            reasoning: String::new(),
+            tool_calls: Vec::new(),
+            tool_results: Vec::new(),
+            finish_reason: FinishReason::Other,
+            usage: Usage::default(),
+            response: ResponseRecord::default(),
+            warnings: Vec::new(),
+            is_continued: false,
+            provider_metadata: None,
+            sources: Vec::new(),
+            files: Vec::new(),
+        };
+        let mut names: HashMap<u32, String> = HashMap::new();
+        let mut finished = false;
+        let mut last_object: Option<Value> = None;
+        loop {
+            let event = tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => return Err(StepFail::Aborted),
+                event = stream.next() => event,
+            };
+            let event = match event {
+                None => break,
+                Some(Err(ModelError::Cancelled)) => return Err(StepFail::Aborted),
+                Some(Err(e)) => return Err(model_failed(e)),
+                Some(Ok(event)) => event,
+            };
+            match event {
+                ModelEvent::ResponseMetadata {
+                    id,
+                    model,
+                    created,
+                    headers,
+                } => {
+                    step.response = ResponseRecord {
+                        id: id.unwrap_or_default(),
+                        model: model.unwrap_or_else(|| self.agent.model.clone()),
+                        timestamp_ms: created.map_or_else(now_ms, |s| s.saturating_mul(1000)),
+                        headers,
+                    };
+                }
+                ModelEvent::TextDelta(text) => {
+                    let id = blocks.text(em).await;
+                    step.text.push_str(&text);
+                    em.emit(Event::TextDelta { id, text }).await;
+                    if self.state.request.structured_output.is_some()
+                        && let Some(object) = structured::partial_json(&step.text)
+                        && last_object.as_ref() != Some(&object)
+                    {
+                        em.emit(Event::Object(object.clone())).await;
+                        last_object = Some(object);
+                    }
+                }
+                ModelEvent::ReasoningDelta(text) => {
+                    let id = blocks.reasoning(em).await;
+                    step.reasoning.push_str(&text);
+                    em.emit(Event::ReasoningDelta { id, text }).await;
+                }
+                ModelEvent::ToolCallStart { index, name, .. } => {
+                    names.insert(index, name);
+                }
+                ModelEvent::ToolCallDelta {
+                    index,
+                    id,
+                    args_delta,
+                } => {
+                    em.emit(Event::ToolCallDelta {
+                        call_id: id,
+                        tool_name: names.get(&index).cloned().unwrap_or_default(),
+                        delta: args_delta,
+                    })
+                    .await;
+                }
+                ModelEvent::ToolCallEnd {
+                    id,
+                    name,
+                    arguments,
+                    ..
+                } => {
+                    blocks.close(em).await;
+                    let call = parse_call(id, name, &arguments);
+                    em.emit(Event::ToolCall(call.clone())).await;
+                    step.tool_calls.push(call);
+                }
+                ModelEvent::Finish { reason, usage } => {
+                    step.finish_reason = reason;
+                    step.usage = usage;
+                    finished = true;
+                }
+                ModelEvent::Raw(raw) => em.emit(Event::Raw(raw)).await,
+            }
+        }
+        if !finished {
+            return Err(model_failed(ModelError::Protocol(
+                "the stream ended before the model finished".into(),
+            )));
+        }
+        if step.response.model.is_empty() {
+            step.response.model.clone_from(&self.agent.model);
+        }
+        Ok(step)
+    }
+}
+
+/// Open text and reasoning blocks of a step: started on their first delta, ended before a tool
+/// call or at the end of the step.
+#[derive(Default)]
+struct Blocks {
+    text: Option<String>,
+    reasoning: Option<String>,
+}
+
+impl Blocks {
+    async fn text(&mut self, em: &mut Emitter) -> String {
+        if let Some(id) = &self.text {
+            return id.clone();
+        }
+        let id = new_id();
+        em.emit(Event::TextStart(id.clone())).await;
+        self.text = Some(id.clone());
+        id
+    }
+
+    async fn reasoning(&mut self, em: &mut Emitter) -> String {
+        if let Some(id) = &self.reasoning {
+            return id.clone();
+        }
+        let id = new_id();
+        em.emit(Event::ReasoningStart(id.clone())).await;
+        self.reasoning = Some(id.clone());
+        id
+    }
+
+    async fn close(&mut self, em: &mut Emitter) {
+        if let Some(id) = self.reasoning.take() {
+            em.emit(Event::ReasoningEnd(id)).await;
+        }
+        if let Some(id) = self.text.take() {
+            em.emit(Event::TextEnd(id)).await;
+        }
+    }
+}
+
+/// Parses a call's arguments; invalid JSON becomes an error the model sees instead of a run.
+fn parse_call(id: String, name: String, arguments: &str) -> CallRecord {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(args) => CallRecord {
+            id,
+            name,
+            args,
+            args_error: None,
+        },
+        Err(e) => CallRecord {
+            args_error: Some(format!(
+                "Tool \"{name}\" was called with arguments that are not valid JSON ({e}). Call it again with a JSON object."
+            )),
+            id,
+            name,
+            args: Value::String(arguments.to_owned()),
+        },
+    }
+}
+
+/// The assistant message a step adds to the conversation.
+pub(super) fn assistant_message(step: &StepRecord) -> Message {
+    let mut parts = Vec::new();
+    if !step.reasoning.is_empty() {
+        parts.push(Part::Reasoning {
+            text: step.reasoning.clone(),
+        });
+    }
+    if !step.text.is_empty() {
+        parts.push(Part::Text {
+            text: step.text.clone(),
+        });
+    }
+    for call in &step.tool_calls {
+        parts.push(Part::ToolCall {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            args: call.args.clone(),
+        });
+    }
+    if parts.is_empty() {
+        parts.push(Part::Text {
+            text: String::new(),
+        });
+    }
+    Message::new(Role::Assistant, parts)
+}

@@ -1,0 +1,138 @@
+//! Stopping a run from any replica: a run executing here is cancelled directly, one executing
+//! elsewhere through the store's control channel every replica listens on, and a suspended run
+//! (no executor) is ended in the store and in its log.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use super::{CONTROL_CHANNEL, Runtime, decode_record};
+use crate::agent::emit::Emitter;
+use crate::agent::error::RunError;
+use crate::agent::event::Event;
+use crate::agent::message::now_ms;
+use crate::agent::record::{RunRecord, RunStatus};
+use crate::agent::result::{RunEnd, RunResult};
+use crate::agent::state::RunState;
+use crate::store::{Cas, Versioned};
+
+impl Runtime {
+    /// Stops a run from any replica; false when it had already ended.
+    pub async fn abort(&self, run_id: &str, reason: &str) -> Result<bool, RunError> {
+        let why = if reason.is_empty() {
+            "Aborted by request"
+        } else {
+            reason
+        };
+        let Some(doc) = self.deps.store.get_run(run_id).await? else {
+            return Err(RunError::NotFound(format!(
+                "run {run_id:?} is unknown or expired"
+            )));
+        };
+        let record = decode_record(&doc)?;
+        match record.status {
+            RunStatus::Finished => Ok(false),
+            RunStatus::Running => {
+                if !self.cancel_local(run_id, why) {
+                    let message = json!({"run_id": run_id, "reason": why}).to_string();
+                    self.deps
+                        .store
+                        .publish_control(CONTROL_CHANNEL, Bytes::from(message))
+                        .await?;
+                }
+                Ok(true)
+            }
+            RunStatus::Suspended => self.abort_suspended(doc, record, why).await,
+        }
+    }
+
+    /// A suspended run has no executor to stop: end it in the store and in its log.
+    async fn abort_suspended(
+        &self,
+        doc: Versioned,
+        mut record: RunRecord,
+        why: &str,
+    ) -> Result<bool, RunError> {
+        let first_sequence = record.last_sequence;
+        let state = record.state.take();
+        record.abort_suspended(now_ms());
+        match self
+            .write_record(&record.run_id, doc.version, &record)
+            .await?
+        {
+            Cas::Written(_) => {}
+            // Decided or aborted meanwhile: whatever happened, it is no longer suspended here.
+            Cas::Conflict(_) => return Ok(false),
+        }
+        self.index_pending(&record, false).await;
+        let (mut em, flush) = Emitter::new(
+            self.deps.store.clone(),
+            record.run_id.clone(),
+            first_sequence,
+            None,
+            self.log_limits(),
+        );
+        em.emit(Event::Abort(why.to_owned())).await;
+        let state = state.unwrap_or_else(|| RunState::new(Default::default(), Vec::new(), false));
+        let result = RunResult::of(&record.run_id, &state, RunEnd::Aborted);
+        em.emit(Event::Finish(Box::new(result))).await;
+        drop(em);
+        flush.wait().await;
+        Ok(true)
+    }
+
+    /// Listens for aborts sent by other replicas until `shutdown`; reconnects on errors.
+    pub async fn listen_for_aborts(self: Arc<Self>, shutdown: CancellationToken) {
+        while !shutdown.is_cancelled() {
+            match self.deps.store.subscribe_control(CONTROL_CHANNEL).await {
+                Ok(mut messages) => loop {
+                    let next = tokio::select! {
+                        () = shutdown.cancelled() => return,
+                        next = messages.next() => next,
+                    };
+                    match next {
+                        Some(Ok(bytes)) => {
+                            let message: Value =
+                                serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                            if let Some(run_id) = message["run_id"].as_str() {
+                                let why =
+                                    message["reason"].as_str().unwrap_or("Aborted by request");
+                                self.cancel_local(run_id, why);
+                            }
+                        }
+                        Some(Err(e)) => {
+                            warn!(error = %e, "abort channel failed; resubscribing");
+                            break;
+                        }
+                        None => break,
+                    }
+                },
+                Err(e) => warn!(error = %e, "cannot subscribe to the abort channel; retrying"),
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(Duration::from_millis(500)) => {}
+            }
+        }
+    }
+
+    /// Stops a local run; false when it does not run here.
+    pub(super) fn cancel_local(&self, run_id: &str, why: &str) -> bool {
+        let Ok(live) = self.live.lock() else {
+            return false;
+        };
+        let Some(run) = live.get(run_id) else {
+            return false;
+        };
+        if let Ok(mut reason) = run.reason.lock() {
+            reason.get_or_insert_with(|| why.to_owned());
+        }
+        run.cancel.cancel();
+        true
+    }
+}

@@ -1,0 +1,268 @@
+//! Decisions on suspended runs, from any replica: Approve / Decline / Resume recorded by
+//! compare-and-set on the run record (exactly one of racing deciders wins), the continuation
+//! started on the replica that made the last decision, the pending index behind ListPending,
+//! and auto-resume of a client tool from the thread's next message.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tracing::warn;
+
+use super::{ChunkStream, Launch, Runtime, TraceIds, decode_record, run_span};
+use crate::agent::AgentDef;
+use crate::agent::emit::Emitter;
+use crate::agent::error::RunError;
+use crate::agent::event::Event;
+use crate::agent::message::{Message, now_ms};
+use crate::agent::record::{Decided, RunRecord};
+use crate::agent::request::{OnDisconnect, RunRequest};
+use crate::agent::result::{RunEnd, RunResult};
+use crate::agent::state::{Decision, RunState};
+use crate::agent::wire;
+use crate::pb;
+use crate::store::{Cas, ThreadKey};
+use crate::tasklist::TaskList;
+use crate::telemetry;
+
+impl Runtime {
+    /// With `auto_resume_suspended_tools`: when the request's thread has a run waiting for a
+    /// client tool (never an approval), the new message answers it and the stream carries the
+    /// rest of that run.
+    pub(super) async fn auto_resume(
+        self: &Arc<Self>,
+        request: &RunRequest,
+        parent: Option<opentelemetry::Context>,
+    ) -> Result<Option<(ChunkStream, TraceIds)>, RunError> {
+        let Some(memory) = &request.memory else {
+            return Ok(None);
+        };
+        let runs = self
+            .pending(Some(&memory.thread_id), Some(&memory.resource_id), None)
+            .await?;
+        let waiting = runs.into_iter().find_map(|run| {
+            run.pending
+                .iter()
+                .find(|p| p.kind() == pb::SuspensionKind::ClientTool)
+                .map(|p| (run.run_id.clone(), p.tool_call_id.clone()))
+        });
+        let Some((run_id, call_id)) = waiting else {
+            return Ok(None);
+        };
+        let answer = request.input.last().map(Message::text).unwrap_or_default();
+        let trace = parent
+            .as_ref()
+            .map(|p| telemetry::run_trace_ids(&tracing::Span::none(), Some(p)))
+            .unwrap_or_default();
+        let stream = self
+            .decide(
+                &run_id,
+                &call_id,
+                Decision::Resumed(Value::String(answer)),
+                request.on_disconnect,
+                parent,
+            )
+            .await?;
+        Ok(Some((stream, trace)))
+    }
+
+    /// Records a decision on a suspended call. When it was the last one, the run continues here
+    /// and the stream carries the rest of it; otherwise the stream reports what still waits.
+    pub async fn decide(
+        self: &Arc<Self>,
+        run_id: &str,
+        call_id: &str,
+        decision: Decision,
+        on_disconnect: OnDisconnect,
+        parent: Option<opentelemetry::Context>,
+    ) -> Result<ChunkStream, RunError> {
+        loop {
+            let Some(doc) = self.deps.store.get_run(run_id).await? else {
+                return Err(RunError::NotFound(format!(
+                    "run {run_id:?} is unknown or expired"
+                )));
+            };
+            let mut record = decode_record(&doc)?;
+            let first_sequence = record.last_sequence;
+            let decided = record.decide(call_id, decision.clone(), &self.replica, now_ms())?;
+            if let Some(state) = record.state.as_mut() {
+                state.request.on_disconnect = on_disconnect;
+            }
+            // Everything the continuation needs is read before the decision is written, so a
+            // failure here leaves the run suspended rather than stuck "running".
+            let resumed = match decided {
+                Decided::Continue => {
+                    let permit = self.permits.clone().try_acquire_owned().map_err(|_| {
+                        RunError::Exhausted(
+                            "too many runs in progress on this server; retry later".into(),
+                        )
+                    })?;
+                    Some((permit, self.continuation_inputs(&record).await?))
+                }
+                Decided::Waiting => None,
+            };
+            let version = match self.write_record(run_id, doc.version, &record).await? {
+                Cas::Written(v) => v,
+                Cas::Conflict(_) => continue,
+            };
+            let Some((permit, (agent, tasks))) = resumed else {
+                return self.report_waiting(&record, first_sequence).await;
+            };
+            self.index_pending(&record, false).await;
+            let Some(state) = record.state.take() else {
+                return Err(RunError::FailedPrecondition(format!(
+                    "run {run_id:?} has no state to continue from"
+                )));
+            };
+            // The continuation joins the decider's trace and links to the original run.
+            let links: Vec<_> = record
+                .trace
+                .as_ref()
+                .and_then(|(trace, span)| telemetry::remote_span_context(trace, span))
+                .into_iter()
+                .collect();
+            let span = run_span(&agent, &state.request, run_id, parent.as_ref(), &links);
+            let trace = telemetry::run_trace_ids(&span, parent.as_ref());
+            return Ok(self.spawn(Launch {
+                agent,
+                state,
+                tasks,
+                record,
+                version,
+                permit,
+                span,
+                trace,
+                resuming: true,
+            }));
+        }
+    }
+
+    /// Others still wait: tells this caller (and the log) what the run waits for now, in the
+    /// one chunk the decision reserved after `first_sequence`.
+    async fn report_waiting(
+        &self,
+        record: &RunRecord,
+        first_sequence: u64,
+    ) -> Result<ChunkStream, RunError> {
+        let run_id = record.run_id.as_str();
+        let result = match &record.state {
+            Some(state) => RunResult::of(run_id, state, RunEnd::Suspended),
+            None => RunResult::of(
+                run_id,
+                &RunState::new(Default::default(), Vec::new(), false),
+                RunEnd::Suspended,
+            ),
+        };
+        let (mut em, flush) = Emitter::new(
+            self.deps.store.clone(),
+            run_id.to_owned(),
+            first_sequence,
+            None,
+            self.log_limits(),
+        );
+        em.emit(Event::Finish(Box::new(result))).await;
+        drop(em);
+        flush.wait().await;
+        self.observe(run_id, first_sequence).await
+    }
+
+    /// The agent and current task list a suspended run continues with.
+    async fn continuation_inputs(
+        &self,
+        record: &RunRecord,
+    ) -> Result<(Arc<AgentDef>, TaskList), RunError> {
+        let agent = self.agents.get(&record.agent_id).ok_or_else(|| {
+            RunError::FailedPrecondition(format!(
+                "agent {:?} of run {:?} is no longer configured",
+                record.agent_id, record.run_id
+            ))
+        })?;
+        let memory = record
+            .state
+            .as_ref()
+            .and_then(|s| s.request.memory.as_ref());
+        let tasks = match memory {
+            Some(m) => {
+                self.deps
+                    .lists
+                    .load(&ThreadKey {
+                        thread_id: m.thread_id.clone(),
+                        resource_id: m.resource_id.clone(),
+                    })
+                    .await?
+            }
+            None => TaskList::default(),
+        };
+        Ok((agent, tasks))
+    }
+
+    /// Lists suspended runs matching the filter, oldest first.
+    pub async fn pending(
+        &self,
+        thread_id: Option<&str>,
+        resource_id: Option<&str>,
+        run_id: Option<&str>,
+    ) -> Result<Vec<pb::PendingRun>, RunError> {
+        let candidates: Vec<String> = match (run_id, thread_id, resource_id) {
+            (Some(run), _, _) => vec![run.to_owned()],
+            (None, Some(thread), _) => {
+                self.deps
+                    .store
+                    .index_members(&pending_index("thread", thread))
+                    .await?
+            }
+            (None, None, Some(resource)) => {
+                self.deps
+                    .store
+                    .index_members(&pending_index("resource", resource))
+                    .await?
+            }
+            (None, None, None) => {
+                return Err(RunError::invalid(
+                    "thread_id",
+                    "one of thread_id, resource_id or run_id is required",
+                ));
+            }
+        };
+        let now = now_ms();
+        let mut runs = Vec::new();
+        for candidate in candidates {
+            let Some(doc) = self.deps.store.get_run(&candidate).await? else {
+                continue;
+            };
+            let record = decode_record(&doc)?;
+            let matches = record.awaits_decision(now)
+                && thread_id.is_none_or(|t| t == record.thread_id)
+                && resource_id.is_none_or(|r| r == record.resource_id);
+            if matches {
+                runs.extend(wire::pending_run(&record));
+            }
+        }
+        runs.sort_by_key(|r| r.suspended_at.map(|t| (t.seconds, t.nanos)));
+        Ok(runs)
+    }
+
+    /// Adds a suspended run to (or removes it from) its thread's and resource's pending index.
+    pub(super) async fn index_pending(&self, record: &RunRecord, present: bool) {
+        let mut indexes = Vec::new();
+        if !record.thread_id.is_empty() {
+            indexes.push(pending_index("thread", &record.thread_id));
+        }
+        if !record.resource_id.is_empty() {
+            indexes.push(pending_index("resource", &record.resource_id));
+        }
+        for index in indexes {
+            if let Err(e) = self
+                .deps
+                .store
+                .index_set(&index, &record.run_id, present)
+                .await
+            {
+                warn!(run_id = %record.run_id, error = %e, "could not update the pending index");
+            }
+        }
+    }
+}
+
+fn pending_index(kind: &str, id: &str) -> String {
+    format!("pending:{kind}:{id}")
+}

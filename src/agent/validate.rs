@@ -1,0 +1,57 @@
+//! Checks a request against the agent it runs: tool names, tool choice, client tools and the
+//! structured-output schema. Runs before anything is written.
+
+use super::AgentDef;
+use super::error::RunError;
+use super::request::RunRequest;
+use super::run::offered_tools;
+use super::structured;
+
+/// Checks a request against its agent: tool names, tool choice, client tools, schema.
+pub fn validate_against_agent(agent: &AgentDef, request: &RunRequest) -> Result<(), RunError> {
+    let mut violations = Vec::new();
+    let known: Vec<&str> = agent
+        .tools
+        .iter()
+        .map(|t| t.name.as_str())
+        .chain(request.client_tools.iter().map(|t| t.name.as_str()))
+        .collect();
+    for (i, tool) in request.client_tools.iter().enumerate() {
+        if agent.tools.iter().any(|t| t.name == tool.name) {
+            violations.push((
+                format!("client_tools.{i}.name"),
+                format!(
+                    "{:?} is already a tool of agent {:?}",
+                    tool.name, agent.config.id
+                ),
+            ));
+        }
+    }
+    for (i, name) in request.active_tools.iter().enumerate() {
+        if !known.contains(&name.as_str()) {
+            violations.push((
+                format!("active_tools.{i}"),
+                format!("unknown tool {name:?} (known: {})", known.join(", ")),
+            ));
+        }
+    }
+    if let Some(crate::model::ToolChoice::Tool(name)) = &request.tool_choice {
+        let offered = offered_tools(agent, request);
+        if !offered.iter().any(|t| &t.name == name) {
+            violations.push((
+                "tool_choice.tool_name".into(),
+                format!("{name:?} is not among the tools offered to the model"),
+            ));
+        }
+    }
+    if let Some(output) = &request.structured_output
+        && let Err(e) = structured::compile(&output.schema)
+    {
+        violations.push(("structured_output.schema".into(), e));
+    }
+    if violations.is_empty() {
+        Ok(())
+    } else {
+        Err(RunError::Invalid(violations))
+    }
+}
