@@ -75,7 +75,7 @@ fn finish(events: &[ModelEvent]) -> (FinishReason, Usage) {
     let finishes: Vec<_> = events
         .iter()
         .filter_map(|e| match e {
-            ModelEvent::Finish { reason, usage } => Some((*reason, *usage)),
+            ModelEvent::Finish { reason, usage, .. } => Some((*reason, *usage)),
             _ => None,
         })
         .collect();
@@ -565,11 +565,11 @@ async fn include_raw_emits_every_payload_before_its_events() {
 }
 
 #[tokio::test]
-async fn provider_options_are_merged_last_and_win() {
+async fn extra_body_is_merged_last_and_wins() {
     let mock = MockOpenAi::start().await.unwrap();
     let mut req = request("hi");
     req.settings.temperature = Some(0.1);
-    req.provider_options = json!({
+    req.extra_body = json!({
         "temperature": 0.9,
         "parallel_tool_calls": false,
         "reasoning_effort": "low",
@@ -645,6 +645,7 @@ async fn request_body_serializes_messages_tools_and_settings() {
             strict: true,
         }),
         provider_options: Default::default(),
+        extra_body: Default::default(),
         include_raw: false,
     };
     run(&provider(&mock), req).await;
@@ -952,7 +953,7 @@ async fn non_streaming_json_answers_are_accepted() {
     )]));
     let mut req = request("add");
     // The mock honours `stream: false` with a plain chat.completion, as some servers always do.
-    req.provider_options.insert("stream".into(), json!(false));
+    req.extra_body.insert("stream".into(), json!(false));
     let events = run(&provider(&mock), req).await;
     assert_eq!(
         tool_ends(&events),

@@ -8,7 +8,7 @@ use super::decision;
 use super::error::RunError;
 use super::request::RunRequest;
 use super::result::RunEnd;
-use super::state::{Decision, PendingCall, PendingKind, RunState};
+use super::state::{Decision, PendingKind, RunState};
 use crate::model::FinishReason;
 
 /// Lifecycle of a run.
@@ -216,7 +216,7 @@ impl RunRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::state::{CallRecord, OpenStep, ResponseRecord, StepRecord};
+    use crate::agent::state::{CallRecord, OpenStep, PendingCall, ResponseRecord, StepRecord};
     use crate::model::Usage;
     use serde_json::json;
 

@@ -153,8 +153,11 @@ pub struct RunRequest {
     pub settings: ModelSettings,
     /// Client tools.
     pub client_tools: Vec<ClientTool>,
-    /// Provider options merged into the model request.
+    /// Options by provider (`{"openai": {...}}`), as the reference's `providerOptions`.
     pub provider_options: Map<String, Value>,
+    /// Raw fields merged into the provider's request body last.
+    #[serde(default)]
+    pub extra_body: Map<String, Value>,
     /// Request context.
     pub request_context: Map<String, Value>,
     /// Tracing.

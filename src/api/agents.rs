@@ -169,6 +169,11 @@ pub fn run_request(req: pb::GenerateRequest, limits: &Limits) -> Result<RunReque
             .as_ref()
             .map(from_proto_struct)
             .unwrap_or_default(),
+        extra_body: req
+            .extra_body
+            .as_ref()
+            .map(from_proto_struct)
+            .unwrap_or_default(),
         request_context: req
             .request_context
             .as_ref()

@@ -37,8 +37,11 @@ pub struct ModelRequest {
     pub settings: ModelSettings,
     /// Ask for JSON output, with or without a schema.
     pub response_format: Option<ResponseFormat>,
-    /// Extra top-level body fields, merged verbatim after ours (they win).
+    /// Options by provider, as the reference's `providerOptions` (`{"openai": {...}}`): each
+    /// provider reads its own keys and ignores the others.
     pub provider_options: serde_json::Map<String, serde_json::Value>,
+    /// Raw top-level body fields, merged last (they win).
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
     /// Emit [`ModelEvent::Raw`] for every SSE data payload.
     pub include_raw: bool,
 }
@@ -339,12 +342,34 @@ pub enum ModelEvent {
         /// The full JSON arguments text (`{}` when the model sent none).
         arguments: String,
     },
+    /// A warning about the call (an unsupported setting, a provider notice).
+    Warning(String),
+    /// A citation the answer refers to.
+    Source {
+        /// Source id (generated when the provider gives none).
+        id: String,
+        /// `url` or `document`.
+        source_type: String,
+        /// Where it is.
+        url: String,
+        /// Its title.
+        title: String,
+    },
+    /// A file the model generated (an image, audio).
+    File {
+        /// The bytes.
+        data: Vec<u8>,
+        /// Media type.
+        mime_type: String,
+    },
     /// The response is complete.
     Finish {
         /// Why the model stopped.
         reason: FinishReason,
         /// Token counts (zeros when the provider reported none).
         usage: Usage,
+        /// Provider-specific metadata, keyed by provider (`{"openai": {...}}`).
+        provider_metadata: Option<serde_json::Value>,
     },
     /// A provider payload as received (only with [`ModelRequest::include_raw`]).
     Raw(serde_json::Value),

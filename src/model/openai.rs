@@ -3,7 +3,7 @@
 //! Wire choices worth knowing:
 //! - `max_output_tokens` is sent as `max_tokens`, which every compatible server understands.
 //!   OpenAI's reasoning models want `max_completion_tokens` instead: pass it through
-//!   `provider_options` (`{"max_completion_tokens": N, "max_tokens": null}`).
+//!   `extra_body` (`{"max_completion_tokens": N, "max_tokens": null}`).
 //! - `tools`/`tool_choice` are omitted when no tool is offered (OpenAI rejects a lone
 //!   `tool_choice`); `top_k` is only sent when set.
 //! - With `structured_output = false`, a JSON-schema response format degrades to `json_object`;
@@ -214,7 +214,7 @@ impl OpenAiProvider {
         if self.include_usage {
             body.insert("stream_options".into(), json!({"include_usage": true}));
         }
-        for (key, value) in &req.provider_options {
+        for (key, value) in &req.extra_body {
             body.insert(key.clone(), value.clone());
         }
         body
@@ -816,6 +816,7 @@ impl ChunkDecoder {
         out.push(ModelEvent::Finish {
             reason: map_finish_reason(self.finish_reason.as_deref(), had_calls),
             usage: self.usage.unwrap_or_default(),
+            provider_metadata: None,
         });
     }
 }
@@ -1249,7 +1250,8 @@ mod tests {
             events[1],
             ModelEvent::Finish {
                 reason: FinishReason::Stop,
-                usage: Usage::default()
+                usage: Usage::default(),
+                provider_metadata: None,
             }
         );
     }

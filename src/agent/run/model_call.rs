@@ -11,7 +11,7 @@ use tracing::Instrument;
 use super::{Runner, StepFail};
 use crate::agent::emit::Emitter;
 use crate::agent::error::RunFailure;
-use crate::agent::event::Event;
+use crate::agent::event::{Event, GeneratedFile, Source};
 use crate::agent::message::{Message, Part, Role, new_id, now_ms};
 use crate::agent::state::{CallRecord, ResponseRecord, StepRecord};
 use crate::agent::structured;
@@ -76,6 +76,7 @@ impl Runner {
                 .filter(|_| native)
                 .map(structured::response_format),
             provider_options: request.provider_options.clone(),
+            extra_body: request.extra_body.clone(),
             include_raw: request.include_raw,
         }
     }
@@ -241,10 +242,36 @@ impl Runner {
                     em.emit(Event::ToolCall(call.clone())).await;
                     step.tool_calls.push(call);
                 }
-                ModelEvent::Finish { reason, usage } => {
+                ModelEvent::Finish {
+                    reason,
+                    usage,
+                    provider_metadata,
+                } => {
                     step.finish_reason = reason;
                     step.usage = usage;
+                    step.provider_metadata = provider_metadata;
                     finished = true;
+                }
+                ModelEvent::Warning(warning) => step.warnings.push(warning),
+                ModelEvent::Source {
+                    id,
+                    source_type,
+                    url,
+                    title,
+                } => {
+                    let source = Source {
+                        id,
+                        source_type,
+                        url,
+                        title,
+                    };
+                    em.emit(Event::Source(source.clone())).await;
+                    step.sources.push(source);
+                }
+                ModelEvent::File { data, mime_type } => {
+                    let file = GeneratedFile { data, mime_type };
+                    em.emit(Event::File(file.clone())).await;
+                    step.files.push(file);
                 }
                 ModelEvent::Raw(raw) => em.emit(Event::Raw(raw)).await,
             }
