@@ -456,9 +456,9 @@ async fn structured_output_in_all_three_strategies() {
     let last = mock.requests().last().cloned().expect("a request");
     assert!(last.get("response_format").is_none());
     assert!(
-        contents(last["messages"].as_array().unwrap())
-            .iter()
-            .any(|c| c.contains("JSON Schema"))
+        contents(last["messages"].as_array().unwrap())[0]
+            .ends_with("\nYou MUST answer with a JSON object that matches the JSON schema above."),
+        "the reference's system-prompt injection"
     );
     server.stop().await.expect("stop");
 }

@@ -457,6 +457,7 @@ async fn client_tool_answered_by_resume() {
         &mut support::agents_client(&server).await,
         pb::GenerateRequest {
             client_tools: vec![pb::ClientTool {
+                resume_schema: None,
                 name: "pick_color".into(),
                 description: "Asks the user for a color".into(),
                 parameters: None,
@@ -559,29 +560,55 @@ async fn auto_resume_answers_a_client_tool_with_the_next_message_but_never_an_ap
     let dir = tempfile::tempdir().expect("dir");
     let server = start_guarded(&mock, &effect, dir.path()).await;
     let mut client = support::agents_client(&server).await;
+    let mut approvals = approvals(&server).await;
     let (thread, resource) = (support::unique("t"), support::unique("r"));
+    let color_schema = json!({
+        "type": "object",
+        "properties": {"color": {"type": "string"}},
+        "required": ["color"]
+    });
     let ask_user = || pb::ClientTool {
         name: "ask_user".into(),
         description: "Asks the user a question".into(),
         parameters: None,
+        resume_schema: color_schema.as_object().map(agentd::json::to_proto_struct),
     };
     mock.push(MockReply::ToolCalls(vec![(
         "ask_user".into(),
         json!({"q": "Color?"}),
     )]));
-    let suspended = support::finish(
-        &support::generate(
-            &mut client,
-            pb::GenerateRequest {
-                client_tools: vec![ask_user()],
-                memory: Some(support::memory(&thread, &resource, None)),
-                ..ask("pick a color")
-            },
-        )
-        .await,
-    );
+    let chunks = support::generate(
+        &mut client,
+        pb::GenerateRequest {
+            client_tools: vec![ask_user()],
+            memory: Some(support::memory(&thread, &resource, None)),
+            ..ask("pick a color")
+        },
+    )
+    .await;
+    let suspended = support::finish(&chunks);
     assert_eq!(suspended.finish_reason(), pb::FinishReason::Suspended);
+    let waiting = pending_calls(&chunks).remove(0);
+    assert_eq!(
+        waiting
+            .resume_schema
+            .as_ref()
+            .map(agentd::json::from_proto_struct),
+        color_schema.as_object().cloned(),
+        "the client tool's resume schema travels with the suspension"
+    );
 
+    // The next message's run: the model reads the waiting call and answers it by calling the
+    // tool again with resumeData, as the reference's auto-resume works.
+    mock.push(MockReply::ToolCalls(vec![(
+        "ask_user".into(),
+        json!({
+            "q": "Color?",
+            "suspendedToolCallId": waiting.tool_call_id,
+            "suspendedToolRunId": suspended.run_id,
+            "resumeData": {"color": "green"}
+        }),
+    )]));
     mock.push(MockReply::Text("Green, then.".into()));
     let resumed = support::finish(
         &support::generate(
@@ -595,12 +622,60 @@ async fn auto_resume_answers_a_client_tool_with_the_next_message_but_never_an_ap
         )
         .await,
     );
-    assert_eq!(
-        resumed.run_id, suspended.run_id,
-        "the suspended run continued"
-    );
+    assert_ne!(resumed.run_id, suspended.run_id, "a new run answers it");
+    assert_eq!(resumed.finish_reason(), pb::FinishReason::Stop);
     assert_eq!(resumed.text, "Green, then.");
-    assert_eq!(tool_messages(&mock, 1), ["green"]);
+    let first = &mock.requests()[1];
+    let system = first["messages"][0]["content"].as_str().unwrap_or_default();
+    let listed = format!(
+        "Act carefully.\n\nAnalyse the suspended tools: [{{\"toolCallId\":\"{}\",\"toolName\":\"ask_user\",\"args\":{{\"q\":\"Color?\"}},\"type\":\"suspension\",\"runId\":\"{}\",\"resumeSchema\":",
+        waiting.tool_call_id, suspended.run_id
+    );
+    assert!(system.starts_with(&listed), "{system}");
+    let params = &first["tools"][0]["function"]["parameters"];
+    assert_eq!(
+        params["x-optional"],
+        json!(["suspendedToolCallId", "suspendedToolRunId", "resumeData"])
+    );
+    // The suspended call itself is left out of the history (incomplete tool calls are filtered).
+    let history_calls = first["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["tool_calls"].is_array())
+        .count();
+    assert_eq!(history_calls, 0, "{first}");
+    assert_eq!(tool_messages(&mock, 2), ["{\"color\":\"green\"}"]);
+    let step = &resumed.steps[0];
+    assert_eq!(
+        step.tool_calls[0]
+            .args
+            .as_ref()
+            .map(agentd::json::from_proto_value),
+        Some(json!({"q": "Color?"})),
+        "the resume arguments are stripped"
+    );
+    // The answering message is saved like any other; the old run no longer waits.
+    let stored: Vec<String> = resumed
+        .messages
+        .iter()
+        .filter(|m| m.role() == pb::Role::User)
+        .flat_map(|m| m.content.iter())
+        .filter_map(|p| match &p.kind {
+            Some(pb::part::Kind::Text(t)) => Some(t.text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(stored.contains(&"green".to_owned()), "{stored:?}");
+    let listed = approvals
+        .list_pending(pb::ListPendingRequest {
+            thread_id: Some(thread.clone()),
+            ..Default::default()
+        })
+        .await
+        .expect("list")
+        .into_inner();
+    assert!(listed.runs.is_empty(), "{listed:?}");
 
     // A pending approval is never resumed by a message: a new run starts instead.
     mock.push(MockReply::ToolCalls(vec![act(5)]));

@@ -20,16 +20,24 @@ pub fn decline(reason: Option<&str>) -> Decision {
     )
 }
 
-/// The JSON Schema of an approval decision, as the reference sends it with
+/// The JSON Schema of an approval decision, exactly as the reference sends it with
 /// `tool-call-approval`.
 pub fn approval_resume_schema() -> Value {
     json!({
+        "$schema": "http://json-schema.org/draft-07/schema#",
         "type": "object",
         "properties": {
-            "approved": {"type": "boolean"},
-            "reason": {"type": "string"}
+            "approved": {
+                "description": "Controls if the tool call is approved or not, should be true when approved and false when declined",
+                "type": "boolean"
+            },
+            "reason": {
+                "description": "Optional explanation for the decision, surfaced to the model when the tool call is declined",
+                "type": "string"
+            }
         },
-        "required": ["approved"]
+        "required": ["approved"],
+        "additionalProperties": false
     })
 }
 
@@ -37,7 +45,7 @@ pub fn approval_resume_schema() -> Value {
 pub fn resume_schema(pending: &PendingCall) -> Value {
     match pending.kind {
         PendingKind::Approval => approval_resume_schema(),
-        PendingKind::ClientTool => json!({}),
+        PendingKind::ClientTool => pending.resume_schema.clone().unwrap_or_else(|| json!({})),
     }
 }
 
@@ -68,6 +76,18 @@ mod tests {
             decline(Some("Not on a Friday")),
             Decision::Declined("Not on a Friday".into())
         );
+    }
+
+    #[test]
+    fn the_approval_schema_is_the_reference_s() {
+        assert_eq!(
+            approval_resume_schema().to_string(),
+            r#"{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"approved":{"description":"Controls if the tool call is approved or not, should be true when approved and false when declined","type":"boolean"},"reason":{"description":"Optional explanation for the decision, surfaced to the model when the tool call is declined","type":"string"}},"required":["approved"],"additionalProperties":false}"#
+        );
+        let validator = jsonschema::validator_for(&approval_resume_schema()).ok();
+        let valid = |v: Value| validator.as_ref().is_some_and(|s| s.is_valid(&v));
+        assert!(valid(json!({"approved": false, "reason": "no"})));
+        assert!(!valid(json!({"approved": true, "extra": 1})));
     }
 
     #[test]

@@ -120,6 +120,9 @@ pub enum Event {
     },
     /// The structured object so far, while streaming.
     Object(Value),
+    /// The object so far, while a separate structuring model writes it (marked
+    /// `metadata.from = "structured-output"`, as the reference).
+    StructuringObject(Value),
     /// The final structured object.
     ObjectResult {
         /// The object.

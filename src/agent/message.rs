@@ -214,6 +214,18 @@ impl Message {
     }
 }
 
+/// Appends `text` to the first message after an empty line when it is a system message, else
+/// starts the conversation with a system message of `text`.
+pub fn append_to_first_system(messages: &mut Vec<ChatMessage>, text: &str) {
+    match messages.first_mut() {
+        Some(ChatMessage::System { content }) => {
+            content.push_str("\n\n");
+            content.push_str(text);
+        }
+        _ => messages.insert(0, ChatMessage::system(text)),
+    }
+}
+
 /// What the model reads as a tool's result: text as is, anything else as JSON.
 pub fn tool_content(result: &Value) -> String {
     match result {

@@ -1,6 +1,7 @@
 //! Agents and their runs: the configured agents, the tool loop, memory, structured output,
 //! approvals, and the runtime that starts, observes, aborts and resumes runs on any replica.
 
+pub mod auto_resume;
 pub mod decision;
 pub mod emit;
 pub mod error;
@@ -18,7 +19,7 @@ pub mod tools;
 pub mod validate;
 pub mod wire;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -48,17 +49,27 @@ impl AgentDef {
     }
 }
 
-/// The agents a server runs, by id.
+/// A model on a configured provider (`provider/model`).
+#[derive(Clone)]
+pub struct ModelRef {
+    /// The provider serving it.
+    pub provider: Arc<dyn ModelProvider>,
+    /// The model name as the provider knows it.
+    pub model: String,
+}
+
+/// The agents a server runs, by id, and the providers they may name.
 #[derive(Default)]
 pub struct Agents {
     by_id: BTreeMap<String, Arc<AgentDef>>,
+    providers: BTreeMap<String, Arc<dyn ModelProvider>>,
 }
 
 impl Agents {
     /// Builds every configured agent. A provider whose key is missing does not stop the
     /// server: its agents fail when run, with the reason.
     pub fn from_config(config: &Config) -> Result<Self, ConfigError> {
-        let mut providers: HashMap<&str, Arc<dyn ModelProvider>> = HashMap::new();
+        let mut providers: BTreeMap<String, Arc<dyn ModelProvider>> = BTreeMap::new();
         for p in &config.providers {
             let provider: Arc<dyn ModelProvider> = match OpenAiProvider::new(p.clone()) {
                 Ok(provider) => Arc::new(provider),
@@ -70,7 +81,7 @@ impl Agents {
                     })
                 }
             };
-            providers.insert(p.name.as_str(), provider);
+            providers.insert(p.name.clone(), provider);
         }
         let mut by_id = BTreeMap::new();
         for a in &config.agents {
@@ -104,7 +115,16 @@ impl Agents {
                 }),
             );
         }
-        Ok(Self { by_id })
+        Ok(Self { by_id, providers })
+    }
+
+    /// The model `provider/model` names, when its provider is configured.
+    pub fn model(&self, spec: &str) -> Option<ModelRef> {
+        let (provider, model) = spec.split_once('/')?;
+        Some(ModelRef {
+            provider: self.providers.get(provider)?.clone(),
+            model: model.to_owned(),
+        })
     }
 
     /// The agent with this id.

@@ -230,6 +230,7 @@ mod tests {
             },
             kind,
             decision: None,
+            resume_schema: None,
         }
     }
 

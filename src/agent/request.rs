@@ -43,9 +43,25 @@ pub struct StructuredOutput {
     pub fallback_value: Option<Value>,
     /// Extra instructions on producing the object.
     pub instructions: Option<String>,
-    /// Put the schema in the prompt instead of the provider's response_format
-    /// (`None`: only when the provider lacks native support).
-    pub json_prompt_injection: Option<bool>,
+    /// How the schema reaches the model (`None`: native when the provider supports it, else
+    /// in the system prompt).
+    pub injection: Option<Injection>,
+    /// A separate structuring model, `provider/model`.
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+/// How the schema reaches the model (the reference's `jsonPromptInjection`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Injection {
+    /// The provider's `response_format`.
+    Native,
+    /// Appended to the first system message.
+    System,
+    /// A text part of the latest user message.
+    Inline,
+    /// Native when the provider supports it, else inline.
+    Auto,
 }
 
 /// Conversation memory of a run.
@@ -85,6 +101,9 @@ pub struct ClientTool {
     pub description: String,
     /// JSON Schema of the arguments.
     pub parameters: Value,
+    /// JSON Schema of the result the caller answers with.
+    #[serde(default)]
+    pub resume_schema: Option<Value>,
 }
 
 /// Tracing options of a run.

@@ -48,7 +48,7 @@ pub struct RunResult {
     pub usage: Usage,
     /// The last step's response metadata.
     pub response: Option<ResponseRecord>,
-    /// Run and step warnings.
+    /// The run's warnings and the last step's.
     pub warnings: Vec<String>,
     /// The last step's provider metadata.
     pub provider_metadata: Option<Value>,
@@ -75,10 +75,10 @@ impl RunResult {
     pub fn of(run_id: &str, state: &RunState, end: RunEnd) -> Self {
         let steps = &state.steps;
         let last = steps.last();
+        // As the reference: the last step's warnings (each step's are on the step), plus the
+        // run's own (the step ceiling, a title that could not be made).
         let mut warnings = state.warnings.clone();
-        for step in steps {
-            warnings.extend(step.warnings.iter().cloned());
-        }
+        warnings.extend(last.iter().flat_map(|s| s.warnings.iter().cloned()));
         let mut result = Self {
             run_id: run_id.to_owned(),
             end,
@@ -231,6 +231,7 @@ mod tests {
             call: call(id),
             kind: PendingKind::Approval,
             decision: decided.then_some(crate::agent::state::Decision::Approved),
+            resume_schema: None,
         };
         s.open_step = Some(OpenStep {
             step: step(1, "B", vec![]),

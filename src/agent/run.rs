@@ -9,21 +9,23 @@ mod tool_calls;
 
 use std::sync::Arc;
 
+use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, warn};
 
-use super::AgentDef;
 use super::emit::Emitter;
 use super::error::RunFailure;
 use super::event::Event;
+use super::request::StructuredOutput;
 use super::result::{RunEnd, RunResult};
 use super::state::{OpenStep, RunState, StepRecord};
 use super::stop::{StepFacts, StepPolicy, StopCause, step_wants_more};
 use super::structured::{self, ObjectOutcome};
 use super::tools::{ToolEnv, ToolSpec};
-use crate::model::FinishReason;
+use super::{AgentDef, ModelRef};
+use crate::model::{FinishReason, ModelEvent, ModelRequest};
 use crate::store::{Store, ThreadKey};
 use crate::tasklist::{TaskList, TaskLists};
 use crate::telemetry;
@@ -49,6 +51,8 @@ pub struct RunOutcome {
     pub result: RunResult,
     /// Set when the run is suspended: the state to store.
     pub suspended: Option<RunState>,
+    /// Earlier runs whose waiting call this run answered (auto-resume): they end now.
+    pub answered_runs: Vec<String>,
 }
 
 /// Why a step did not produce a model answer.
@@ -78,6 +82,8 @@ pub struct Runner {
     /// Continuing after decisions: the reference re-sends only what its per-step processors
     /// add, not what it added once before the first step (the task-list guidance).
     resumed: bool,
+    /// The separate structuring model of `structured_output.model`.
+    structurer: Option<ModelRef>,
 }
 
 impl Runner {
@@ -116,7 +122,14 @@ impl Runner {
             cancel,
             abort_reason,
             resumed: false,
+            structurer: None,
         }
+    }
+
+    /// Uses `model` to structure the final answer (`structured_output.model`).
+    pub fn with_structurer(mut self, model: Option<ModelRef>) -> Self {
+        self.structurer = model;
+        self
     }
 
     /// Runs a new run from its first step.
@@ -236,13 +249,19 @@ impl Runner {
         let mut object = None;
         let mut used_fallback = false;
         if let Some(output) = self.state.request.structured_output.clone() {
-            let text = self
-                .state
-                .steps
-                .last()
-                .map(|s| s.text.clone())
-                .unwrap_or_default();
-            match structured::resolve(&output, &text, last_reason) {
+            let outcome = match self.structurer.clone() {
+                Some(model) => self.structure(em, &output, model).await,
+                None => {
+                    let text = self
+                        .state
+                        .steps
+                        .last()
+                        .map(|s| s.text.clone())
+                        .unwrap_or_default();
+                    structured::resolve(&output, &text, last_reason)
+                }
+            };
+            match outcome {
                 ObjectOutcome::Object(value) => object = Some(value),
                 ObjectOutcome::Fallback(value) => {
                     object = Some(value);
@@ -271,9 +290,64 @@ impl Runner {
         let mut result = self.result(RunEnd::Model(last_reason));
         result.object = object;
         result.used_fallback_value = used_fallback;
-        RunOutcome {
-            result,
-            suspended: None,
+        self.outcome(result, None)
+    }
+
+    /// The separate structuring call: the run's answer, reasoning and tool traffic turned into
+    /// the object by `model`, its partial objects streamed as they come.
+    async fn structure(
+        &mut self,
+        em: &mut Emitter,
+        output: &StructuredOutput,
+        model: ModelRef,
+    ) -> ObjectOutcome {
+        let request = ModelRequest {
+            model: model.model.clone(),
+            messages: structured::structuring_request(output, &self.state.steps),
+            response_format: model
+                .provider
+                .supports_structured_output()
+                .then(|| structured::response_format(output)),
+            ..ModelRequest::default()
+        };
+        let failed = |why: String| {
+            structured::on_failure(
+                output,
+                RunFailure::StructuredOutputInvalid(format!(
+                    "[StructuredOutputProcessor] Structuring failed: {why}"
+                )),
+            )
+        };
+        let mut stream = match model
+            .provider
+            .stream(request, self.cancel.child_token())
+            .await
+        {
+            Ok(stream) => stream,
+            Err(e) => return failed(e.to_string()),
+        };
+        let mut text = String::new();
+        let mut last: Option<Value> = None;
+        let mut reason = FinishReason::Other;
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(ModelEvent::TextDelta(delta)) => {
+                    text.push_str(&delta);
+                    if let Some(object) = structured::partial_json(&text)
+                        && last.as_ref() != Some(&object)
+                    {
+                        em.emit(Event::StructuringObject(object.clone())).await;
+                        last = Some(object);
+                    }
+                }
+                Ok(ModelEvent::Finish { reason: r, .. }) => reason = r,
+                Ok(_) => {}
+                Err(e) => return failed(e.to_string()),
+            }
+        }
+        match structured::resolve(output, &text, reason) {
+            ObjectOutcome::Failure(problem) => failed(problem.to_string()),
+            outcome => outcome,
         }
     }
 
@@ -284,10 +358,7 @@ impl Runner {
             self.state.open_step = None;
             return self.failed_unsaved(em, RunFailure::from(&e)).await;
         }
-        RunOutcome {
-            result: self.result(RunEnd::Suspended),
-            suspended: Some(self.state.clone()),
-        }
+        self.outcome(self.result(RunEnd::Suspended), Some(self.state.clone()))
     }
 
     async fn aborted(&mut self, em: &mut Emitter) -> RunOutcome {
@@ -304,7 +375,7 @@ impl Runner {
         {
             warn!(run_id = %self.run_id, error = %e, "could not save an aborted run's messages");
         }
-        self.result(RunEnd::Aborted).into()
+        self.outcome(self.result(RunEnd::Aborted), None)
     }
 
     /// The run failed: an `error` chunk, and what exists is saved (a run that failed with no
@@ -327,19 +398,18 @@ impl Runner {
         em.emit(Event::Error(failure.clone())).await;
         let mut result = self.result(RunEnd::Failed);
         result.error = Some(failure);
-        result.into()
+        self.outcome(result, None)
     }
 
     fn result(&self, end: RunEnd) -> RunResult {
         RunResult::of(&self.run_id, &self.state, end)
     }
-}
 
-impl From<RunResult> for RunOutcome {
-    fn from(result: RunResult) -> Self {
-        Self {
+    fn outcome(&self, result: RunResult, suspended: Option<RunState>) -> RunOutcome {
+        RunOutcome {
             result,
-            suspended: None,
+            suspended,
+            answered_runs: self.state.answered_runs.clone(),
         }
     }
 }

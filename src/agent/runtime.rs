@@ -129,12 +129,7 @@ impl Runtime {
         let agent = self.agents.get(&request.agent_id).ok_or_else(|| {
             RunError::NotFound(format!("agent {:?} is not configured", request.agent_id))
         })?;
-        validate_against_agent(&agent, &request)?;
-        if request.auto_resume_suspended_tools
-            && let Some(resumed) = self.auto_resume(&request, parent.clone()).await?
-        {
-            return Ok(resumed);
-        }
+        validate_against_agent(&agent, &self.agents, &request)?;
         let fingerprint = request.fingerprint();
         let mut request = request;
         request.apply_defaults(&agent.config.default_options);
@@ -193,7 +188,9 @@ impl Runtime {
                 )));
             }
         };
-        let state = RunState::new(request, history, thread_existed);
+        let suspended_tools = self.waiting_client_tools(&request).await?;
+        let mut state = RunState::new(request, history, thread_existed);
+        state.suspended_tools = suspended_tools;
         let stream = self.spawn(Launch {
             agent,
             state,
@@ -308,6 +305,12 @@ impl Runtime {
             Some(client),
             self.log_limits(),
         );
+        let structurer = state
+            .request
+            .structured_output
+            .as_ref()
+            .and_then(|o| o.model.as_deref())
+            .and_then(|m| self.agents.model(m));
         let runner = Runner::new(
             run_id.clone(),
             agent,
@@ -316,10 +319,12 @@ impl Runtime {
             self.deps.clone(),
             cancel,
             reason,
-        );
+        )
+        .with_structurer(structurer);
         let RunOutcome {
             mut result,
             suspended,
+            answered_runs,
         } = if resuming {
             runner.resume(&mut em).await
         } else {
@@ -350,6 +355,12 @@ impl Runtime {
         }
         if record.status == RunStatus::Suspended {
             self.index_pending(&record, true).await;
+        }
+        for answered in &answered_runs {
+            let why = format!("Answered by run {run_id} (auto-resume)");
+            if let Err(e) = self.end_suspended(answered, &why).await {
+                warn!(run_id = %answered, error = %e, "could not end a run answered by auto-resume");
+            }
         }
         em.emit(Event::Finish(Box::new(result))).await;
         self.deregister(&run_id);

@@ -126,6 +126,21 @@ pub struct PendingCall {
     pub kind: PendingKind,
     /// The decision, once made.
     pub decision: Option<Decision>,
+    /// For a client tool: the JSON Schema of the answer (none: any value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_schema: Option<Value>,
+}
+
+/// A client-tool call of an earlier run of the thread, still waiting, that this run's model
+/// may answer from the user's message (`auto_resume_suspended_tools`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SuspendedTool {
+    /// The suspended run.
+    pub run_id: String,
+    /// The waiting call.
+    pub call: CallRecord,
+    /// JSON Schema of the answer.
+    pub resume_schema: Value,
 }
 
 /// The step a suspended run stopped in: its model output and the tool results so far.
@@ -161,6 +176,12 @@ pub struct RunState {
     pub warnings: Vec<String>,
     /// The step waiting for decisions, when suspended.
     pub open_step: Option<OpenStep>,
+    /// Waiting client-tool calls of the thread the model may answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub suspended_tools: Vec<SuspendedTool>,
+    /// Runs whose waiting call this run answered (they end when it does).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub answered_runs: Vec<String>,
 }
 
 impl RunState {
@@ -181,6 +202,8 @@ impl RunState {
             steps: Vec::new(),
             warnings: Vec::new(),
             open_step: None,
+            suspended_tools: Vec::new(),
+            answered_runs: Vec::new(),
         }
     }
 

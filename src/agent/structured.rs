@@ -1,32 +1,141 @@
-//! Structured output: how the schema reaches the model, and how the final text becomes a
-//! validated object (or a warning, a fallback or an error, per the request's strategy).
+//! Structured output: where the schema reaches the model (native response format, the system
+//! prompt, the latest user message, or a separate structuring model), with the reference's
+//! exact texts, and how the final text becomes a validated object (or a warning, a fallback or
+//! an error, per the request's strategy).
 
 use serde_json::Value;
 
 use super::error::RunFailure;
-use super::request::{ErrorStrategy, StructuredOutput};
-use crate::model::{FinishReason, ResponseFormat};
+use super::message;
+use super::request::{ErrorStrategy, Injection, StructuredOutput};
+use super::state::StepRecord;
+use crate::model::{ChatMessage, ContentPart, FinishReason, ResponseFormat};
 
-/// The native response format for a schema.
+/// Where the schema goes for a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// The provider's `response_format`.
+    Native,
+    /// Appended to the first system message.
+    System,
+    /// A text part of the latest user message.
+    Inline,
+    /// The loop runs freely; a separate model structures the answer afterwards.
+    Structurer,
+}
+
+/// The placement a request asks for, given whether the provider has native support.
+pub fn placement(output: &StructuredOutput, native_supported: bool) -> Placement {
+    if output.model.is_some() {
+        return Placement::Structurer;
+    }
+    match output.injection {
+        Some(Injection::Native) => Placement::Native,
+        Some(Injection::System) => Placement::System,
+        Some(Injection::Inline) => Placement::Inline,
+        Some(Injection::Auto) if native_supported => Placement::Native,
+        Some(Injection::Auto) => Placement::Inline,
+        None if native_supported => Placement::Native,
+        None => Placement::System,
+    }
+}
+
+/// The native response format for a schema (strict, as the reference asks OpenAI for; the
+/// provider option `openai.strictJsonSchema: false` turns it off).
 pub fn response_format(output: &StructuredOutput) -> ResponseFormat {
     ResponseFormat::JsonSchema {
         name: "response".to_owned(),
         schema: output.schema.clone(),
-        strict: false,
+        strict: true,
     }
 }
 
-/// The system message that asks for the object when the schema goes in the prompt.
-pub fn injected_instructions(output: &StructuredOutput) -> String {
-    let mut text = format!(
-        "Respond only with a JSON value that matches this JSON Schema, with no other text:\n{}",
-        output.schema
-    );
-    if let Some(extra) = &output.instructions {
-        text.push_str("\n\n");
-        text.push_str(extra);
+/// Puts the schema (or the caller's instructions) where `placement` says, with the
+/// reference's texts. The structuring model's own call is built by [`structuring_request`].
+pub fn place(output: &StructuredOutput, placement: Placement, messages: &mut Vec<ChatMessage>) {
+    let schema = output.schema.to_string();
+    match placement {
+        // The reference ignores instructions in native mode; agentd honours them where the
+        // SYSTEM placement would put them.
+        Placement::Native => {
+            if let Some(instructions) = &output.instructions {
+                message::append_to_first_system(messages, instructions);
+            }
+        }
+        Placement::System => {
+            let text = output.instructions.clone().unwrap_or_else(|| {
+                format!(
+                    "JSON schema:\n{schema}\nYou MUST answer with a JSON object that matches the JSON schema above."
+                )
+            });
+            message::append_to_first_system(messages, &text);
+        }
+        Placement::Inline => {
+            let text = output.instructions.clone().unwrap_or_else(|| {
+                format!(
+                    "Return your response as JSON matching this schema:\n\n{schema}\n\nReturn only valid JSON. Do not include markdown or explanatory text."
+                )
+            });
+            match messages.iter_mut().rev().find_map(|m| match m {
+                ChatMessage::User { content } => Some(content),
+                _ => None,
+            }) {
+                Some(content) => content.push(ContentPart::Text(text)),
+                None => messages.push(ChatMessage::user(text)),
+            }
+        }
+        Placement::Structurer => message::append_to_first_system(
+            messages,
+            &format!(
+                "Your response will be processed by another agent to extract structured data. Please ensure your response contains comprehensive information for all the following fields that will be extracted:\n\n{schema}\n\n\nYou don't need to format your response as JSON unless the user asks you to. Just ensure your natural language response includes relevant information for each field in the schema above."
+            ),
+        ),
     }
-    text
+}
+
+/// The structuring model's system and user messages (the reference's
+/// `structured-output-structurer` agent), from the run's steps.
+pub fn structuring_request(output: &StructuredOutput, steps: &[StepRecord]) -> Vec<ChatMessage> {
+    let system = output.instructions.clone().unwrap_or_else(|| {
+        let pretty = serde_json::to_string_pretty(&output.schema).unwrap_or_default();
+        format!(
+            "You are a data structuring specialist. Your job is to convert unstructured text into a specific JSON format.\n\nTASK: Convert the provided unstructured text into valid JSON that matches the following schema:\n{pretty}\n\nREQUIREMENTS:\n- Return ONLY valid JSON, no additional text or explanation\n- Extract relevant information from the input text\n- If information is missing, use reasonable defaults or null values\n- Maintain data types as specified in the schema\n- Be consistent and accurate in your conversions\n\nThe input text may be in any format (sentences, bullet points, paragraphs, etc.). Extract the relevant data and structure it according to the schema."
+        )
+    });
+    let reasoning: String = steps.iter().map(|s| s.reasoning.as_str()).collect();
+    let text: String = steps.iter().map(|s| s.text.as_str()).collect();
+    let calls: Vec<String> = steps
+        .iter()
+        .flat_map(|s| &s.tool_calls)
+        .map(|c| format!("## {}\n### Input: {}\n### Output: ", c.name, c.args))
+        .collect();
+    let results: Vec<String> = steps
+        .iter()
+        .flat_map(|s| &s.tool_results)
+        .filter(|r| r.is_output())
+        .map(|r| {
+            let pretty = serde_json::to_string_pretty(&r.result).unwrap_or_default();
+            format!("{}: {pretty}", r.name)
+        })
+        .collect();
+    let mut sections = Vec::new();
+    if !reasoning.is_empty() {
+        sections.push(format!("# Assistant Reasoning\n{reasoning}"));
+    }
+    if !calls.is_empty() {
+        sections.push(format!("# Tool Calls\n{}", calls.join("\n")));
+    }
+    if !results.is_empty() {
+        sections.push(format!("# Tool Results\n{}", results.join("\n")));
+    }
+    if !text.is_empty() {
+        sections.push(format!("# Assistant Response\n{text}"));
+    }
+    let user = format!(
+        "Extract and structure the key information from the following text according to the specified schema. Keep the original meaning and details. Rely on the provided text and conversation history.\n\n{}",
+        sections.join("\n\n")
+    );
+    vec![ChatMessage::system(system), ChatMessage::user(user)]
 }
 
 /// Compiles a schema; the error names what is wrong with it.
@@ -166,6 +275,11 @@ pub fn resolve(output: &StructuredOutput, text: &str, reason: FinishReason) -> O
             },
         }
     };
+    on_failure(output, problem)
+}
+
+/// What a failure to produce the object yields under the request's strategy.
+pub fn on_failure(output: &StructuredOutput, problem: RunFailure) -> ObjectOutcome {
     match output.error_strategy {
         ErrorStrategy::Strict => ObjectOutcome::Failure(problem),
         ErrorStrategy::Warn => ObjectOutcome::Warning(problem.to_string()),
@@ -186,7 +300,8 @@ mod tests {
             error_strategy: strategy,
             fallback_value: Some(json!({"n": 0})),
             instructions: None,
-            json_prompt_injection: None,
+            injection: None,
+            model: None,
         }
     }
 
@@ -237,6 +352,102 @@ mod tests {
         );
         assert_eq!(partial_json("Sure! {"), None);
         assert_eq!(partial_json(""), None);
+    }
+
+    fn text(m: &ChatMessage) -> String {
+        match m {
+            ChatMessage::System { content } => content.clone(),
+            ChatMessage::User { content } => content
+                .iter()
+                .map(|p| match p {
+                    ContentPart::Text(t) => t.clone(),
+                    _ => String::new(),
+                })
+                .collect::<Vec<_>>()
+                .join("|"),
+            _ => String::new(),
+        }
+    }
+
+    #[test]
+    fn placements_use_the_reference_texts() {
+        let mut o = output(ErrorStrategy::Strict);
+        o.schema = json!({"type": "object"});
+        let base = || {
+            vec![
+                ChatMessage::system("You are test."),
+                ChatMessage::user("hi"),
+            ]
+        };
+        let mut m = base();
+        place(&o, Placement::System, &mut m);
+        assert_eq!(
+            text(&m[0]),
+            "You are test.\n\nJSON schema:\n{\"type\":\"object\"}\nYou MUST answer with a JSON object that matches the JSON schema above."
+        );
+        let mut m = base();
+        place(&o, Placement::Inline, &mut m);
+        assert_eq!(
+            text(&m[1]),
+            "hi|Return your response as JSON matching this schema:\n\n{\"type\":\"object\"}\n\nReturn only valid JSON. Do not include markdown or explanatory text."
+        );
+        o.instructions = Some("INSTR".into());
+        let mut m = base();
+        place(&o, Placement::System, &mut m);
+        assert_eq!(text(&m[0]), "You are test.\n\nINSTR");
+        let mut m = vec![ChatMessage::user("hi")];
+        place(&o, Placement::Native, &mut m);
+        assert_eq!(text(&m[0]), "INSTR", "a system message is created");
+        assert_eq!(placement(&o, true), Placement::Native);
+        assert_eq!(placement(&o, false), Placement::System);
+        o.injection = Some(Injection::Auto);
+        assert_eq!(placement(&o, false), Placement::Inline);
+        o.model = Some("p/m".into());
+        assert_eq!(placement(&o, true), Placement::Structurer);
+    }
+
+    #[test]
+    fn the_structuring_prompt_has_the_reference_sections() {
+        use crate::agent::state::{CallRecord, ResponseRecord, ResultRecord};
+        let o = output(ErrorStrategy::Strict);
+        let step = |text: &str, calls, results| StepRecord {
+            index: 0,
+            text: text.into(),
+            reasoning: String::new(),
+            tool_calls: calls,
+            tool_results: results,
+            finish_reason: FinishReason::Stop,
+            usage: Default::default(),
+            response: ResponseRecord::default(),
+            warnings: Vec::new(),
+            is_continued: false,
+            provider_metadata: None,
+            sources: Vec::new(),
+            files: Vec::new(),
+        };
+        let call = CallRecord {
+            id: "c".into(),
+            name: "echo".into(),
+            args: json!({"text": "weather?"}),
+            args_error: None,
+        };
+        let result = ResultRecord {
+            id: "c".into(),
+            name: "echo".into(),
+            args: json!({}),
+            result: json!({"echoed": "weather?"}),
+            is_error: false,
+        };
+        let steps = [
+            step("", vec![call], vec![result]),
+            step("It is 21 degrees in Paris.", vec![], vec![]),
+        ];
+        let m = structuring_request(&o, &steps);
+        assert!(text(&m[0]).starts_with("You are a data structuring specialist."));
+        assert_eq!(
+            text(&m[1]),
+            "Extract and structure the key information from the following text according to the specified schema. Keep the original meaning and details. Rely on the provided text and conversation history.\n\n# Tool Calls\n## echo\n### Input: {\"text\":\"weather?\"}\n### Output: \n\n# Tool Results\necho: {\n  \"echoed\": \"weather?\"\n}\n\n# Assistant Response\nIt is 21 degrees in Paris."
+        );
     }
 
     #[test]

@@ -48,6 +48,8 @@ pub struct ToolSpec {
     pub parameters: Value,
     /// Calls wait for approval (agent config).
     pub require_approval: bool,
+    /// For a client tool: the JSON Schema of the result its caller answers with.
+    pub resume_schema: Option<Value>,
     /// How it runs.
     pub kind: ToolKind,
 }
@@ -61,6 +63,7 @@ pub fn task_tools() -> Vec<ToolSpec> {
             description: description.to_owned(),
             parameters,
             require_approval: false,
+            resume_schema: None,
             kind: ToolKind::Task(match name {
                 "task_write" => TaskOp::Write,
                 "task_update" => TaskOp::Update,
@@ -100,6 +103,7 @@ impl HttpTool {
             description: config.description.clone(),
             parameters: config.parameters.clone(),
             require_approval: false,
+            resume_schema: None,
             kind: ToolKind::Http(Arc::new(HttpTool {
                 url: config.url.clone(),
                 timeout: Duration::from_secs(config.timeout_secs),

@@ -1,14 +1,18 @@
 //! Checks a request against the agent it runs: tool names, tool choice, client tools and the
-//! structured-output schema. Runs before anything is written.
+//! structured-output schema and model. Runs before anything is written.
 
-use super::AgentDef;
 use super::error::RunError;
 use super::request::RunRequest;
 use super::run::offered_tools;
 use super::structured;
+use super::{AgentDef, Agents};
 
 /// Checks a request against its agent: tool names, tool choice, client tools, schema.
-pub fn validate_against_agent(agent: &AgentDef, request: &RunRequest) -> Result<(), RunError> {
+pub fn validate_against_agent(
+    agent: &AgentDef,
+    agents: &Agents,
+    request: &RunRequest,
+) -> Result<(), RunError> {
     let mut violations = Vec::new();
     let known: Vec<&str> = agent
         .tools
@@ -44,10 +48,18 @@ pub fn validate_against_agent(agent: &AgentDef, request: &RunRequest) -> Result<
             ));
         }
     }
-    if let Some(output) = &request.structured_output
-        && let Err(e) = structured::compile(&output.schema)
-    {
-        violations.push(("structured_output.schema".into(), e));
+    if let Some(output) = &request.structured_output {
+        if let Err(e) = structured::compile(&output.schema) {
+            violations.push(("structured_output.schema".into(), e));
+        }
+        if let Some(model) = &output.model
+            && agents.model(model).is_none()
+        {
+            violations.push((
+                "structured_output.model".into(),
+                format!("{model:?} names no configured provider"),
+            ));
+        }
     }
     if violations.is_empty() {
         Ok(())

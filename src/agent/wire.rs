@@ -25,11 +25,19 @@ pub fn chunk(run_id: &str, sequence: u64, event: &Event) -> pb::Chunk {
         Producer::Agent => pb::ChunkFrom::Agent,
         Producer::System => pb::ChunkFrom::System,
     };
+    let metadata = match event {
+        Event::StructuringObject(_) => {
+            let mut map = serde_json::Map::new();
+            map.insert("from".into(), Value::String("structured-output".into()));
+            Some(to_proto_struct(&map))
+        }
+        _ => None,
+    };
     pb::Chunk {
         run_id: run_id.to_owned(),
         sequence,
         from: from.into(),
-        metadata: None,
+        metadata,
         payload: Some(payload(event)),
     }
 }
@@ -107,7 +115,9 @@ fn payload(event: &Event) -> Payload {
             r#type: (*kind).to_owned(),
             data: value(data),
         }),
-        Event::Object(o) => Payload::Object(pb::ObjectChunk { object: value(o) }),
+        Event::Object(o) | Event::StructuringObject(o) => {
+            Payload::Object(pb::ObjectChunk { object: value(o) })
+        }
         Event::ObjectResult {
             object,
             used_fallback,

@@ -9,7 +9,7 @@ use super::error::Violations;
 use super::{ChunkStream, check_id, check_text, chunk_stream, to_i32};
 use crate::agent::message::{Message, Part, Role};
 use crate::agent::request::{
-    ClientTool, ErrorStrategy, MemoryRequest, OnDisconnect, RunRequest, StopCondition,
+    ClientTool, ErrorStrategy, Injection, MemoryRequest, OnDisconnect, RunRequest, StopCondition,
     StructuredOutput, TracingRequest,
 };
 use crate::agent::runtime::Runtime;
@@ -301,12 +301,41 @@ fn structured_output(v: &mut Violations, o: &pb::StructuredOutput) -> Option<Str
             "is required with ERROR_STRATEGY_FALLBACK",
         );
     }
+    let injection = match (o.injection(), o.json_prompt_injection) {
+        (pb::JsonPromptInjection::Unspecified, None) => None,
+        (pb::JsonPromptInjection::Unspecified, Some(true)) => Some(Injection::System),
+        (pb::JsonPromptInjection::Unspecified, Some(false)) => Some(Injection::Native),
+        (mode, None) => Some(match mode {
+            pb::JsonPromptInjection::Native => Injection::Native,
+            pb::JsonPromptInjection::System => Injection::System,
+            pb::JsonPromptInjection::Inline => Injection::Inline,
+            _ => Injection::Auto,
+        }),
+        (_, Some(_)) => {
+            v.add(
+                "structured_output.injection",
+                "set either injection or json_prompt_injection, not both",
+            );
+            None
+        }
+    };
+    if let Some(model) = &o.model
+        && model
+            .split_once('/')
+            .is_none_or(|(p, m)| p.is_empty() || m.is_empty())
+    {
+        v.add(
+            "structured_output.model",
+            format!("must be provider/model, got {model:?}"),
+        );
+    }
     Some(StructuredOutput {
         schema: Value::Object(from_proto_struct(schema)),
         error_strategy,
         fallback_value,
-        instructions: o.instructions.clone(),
-        json_prompt_injection: o.json_prompt_injection,
+        instructions: o.instructions.clone().filter(|i| !i.trim().is_empty()),
+        injection,
+        model: o.model.clone(),
     })
 }
 
@@ -395,10 +424,20 @@ fn client_tools(v: &mut Violations, tools: &[pb::ClientTool]) -> Vec<ClientTool>
                 || serde_json::json!({"type": "object", "properties": {}}),
                 |p| Value::Object(from_proto_struct(p)),
             );
+            let resume_schema = t
+                .resume_schema
+                .as_ref()
+                .map(|p| Value::Object(from_proto_struct(p)));
+            if let Some(schema) = &resume_schema
+                && let Err(e) = crate::agent::structured::compile(schema)
+            {
+                v.add(format!("client_tools.{i}.resume_schema"), e);
+            }
             Some(ClientTool {
                 name: t.name.clone(),
                 description: t.description.clone(),
                 parameters,
+                resume_schema,
             })
         })
         .collect()

@@ -9,12 +9,13 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use super::{Runner, StepFail};
+use crate::agent::auto_resume;
 use crate::agent::emit::Emitter;
 use crate::agent::error::RunFailure;
 use crate::agent::event::{Event, GeneratedFile, Source};
-use crate::agent::message::{Message, Part, Role, new_id, now_ms};
+use crate::agent::message::{self, Message, Part, Role, new_id, now_ms};
 use crate::agent::state::{CallRecord, ResponseRecord, StepRecord};
-use crate::agent::structured;
+use crate::agent::structured::{self, Placement};
 use crate::agent::tools::ToolKind;
 use crate::model::{
     ChatMessage, FinishReason, ModelError, ModelEvent, ModelRequest, ToolDefinition, Usage,
@@ -45,16 +46,19 @@ impl Runner {
         for extra in &request.system {
             messages.push(ChatMessage::system(extra.clone()));
         }
-        let native = self.native_structured_output();
-        if let Some(output) = &request.structured_output
-            && !native
-        {
-            messages.push(ChatMessage::system(structured::injected_instructions(
-                output,
-            )));
-        }
         for m in self.state.prompt_messages() {
             m.push_chat(&mut messages);
+        }
+        let resuming_tools = !self.state.suspended_tools.is_empty();
+        if resuming_tools {
+            message::append_to_first_system(
+                &mut messages,
+                &auto_resume::system_suffix(&self.state.suspended_tools),
+            );
+        }
+        let placement = self.placement();
+        if let (Some(output), Some(placement)) = (&request.structured_output, placement) {
+            structured::place(output, placement, &mut messages);
         }
         ModelRequest {
             model: self.agent.model.clone(),
@@ -65,7 +69,11 @@ impl Runner {
                 .map(|t| ToolDefinition {
                     name: t.name.clone(),
                     description: t.description.clone(),
-                    parameters: t.parameters.clone(),
+                    parameters: if resuming_tools {
+                        auto_resume::with_resume_args(&t.parameters)
+                    } else {
+                        t.parameters.clone()
+                    },
                 })
                 .collect(),
             tool_choice: request.tool_choice.clone(),
@@ -73,7 +81,7 @@ impl Runner {
             response_format: request
                 .structured_output
                 .as_ref()
-                .filter(|_| native)
+                .filter(|_| placement == Some(Placement::Native))
                 .map(structured::response_format),
             provider_options: request.provider_options.clone(),
             extra_body: request.extra_body.clone(),
@@ -81,14 +89,13 @@ impl Runner {
         }
     }
 
-    fn native_structured_output(&self) -> bool {
-        match &self.state.request.structured_output {
-            None => false,
-            Some(o) => match o.json_prompt_injection {
-                Some(inject) => !inject,
-                None => self.agent.provider.supports_structured_output(),
-            },
-        }
+    /// Where the structured output's schema goes, when the run asks for an object.
+    pub(super) fn placement(&self) -> Option<Placement> {
+        self.state
+            .request
+            .structured_output
+            .as_ref()
+            .map(|o| structured::placement(o, self.agent.provider.supports_structured_output()))
     }
 
     /// One model call, streamed to the client as it happens.
@@ -173,6 +180,8 @@ impl Runner {
         let mut names: HashMap<u32, String> = HashMap::new();
         let mut finished = false;
         let mut last_object: Option<Value> = None;
+        // Partial objects come from the model's answer, unless another model structures it.
+        let streams_object = self.placement().is_some_and(|p| p != Placement::Structurer);
         loop {
             let event = tokio::select! {
                 biased;
@@ -203,7 +212,7 @@ impl Runner {
                     let id = blocks.text(em).await;
                     step.text.push_str(&text);
                     em.emit(Event::TextDelta { id, text }).await;
-                    if self.state.request.structured_output.is_some()
+                    if streams_object
                         && let Some(object) = structured::partial_json(&step.text)
                         && last_object.as_ref() != Some(&object)
                     {

@@ -11,6 +11,7 @@ use tracing::Instrument;
 
 use super::{Runner, ToolPhase};
 use crate::agent::AgentDef;
+use crate::agent::auto_resume;
 use crate::agent::emit::Emitter;
 use crate::agent::event::Event;
 use crate::agent::message::{Message, Part, Role};
@@ -18,6 +19,7 @@ use crate::agent::request::RunRequest;
 use crate::agent::state::{
     CallRecord, Decision, OpenStep, PendingCall, PendingKind, ResultRecord, StepRecord,
 };
+use crate::agent::structured;
 use crate::agent::tools::{ToolKind, ToolOutput, ToolSpec, unknown_tool_text};
 use crate::telemetry;
 
@@ -35,6 +37,7 @@ pub fn offered_tools(agent: &AgentDef, request: &RunRequest) -> Vec<ToolSpec> {
         description: t.description.clone(),
         parameters: t.parameters.clone(),
         require_approval: false,
+        resume_schema: t.resume_schema.clone(),
         kind: ToolKind::Client,
     });
     agent
@@ -48,24 +51,30 @@ pub fn offered_tools(agent: &AgentDef, request: &RunRequest) -> Vec<ToolSpec> {
 
 impl Runner {
     /// Runs the step's tool calls, or suspends when some need a decision.
-    pub(super) async fn run_tools(&mut self, em: &mut Emitter, step: StepRecord) -> ToolPhase {
+    pub(super) async fn run_tools(&mut self, em: &mut Emitter, mut step: StepRecord) -> ToolPhase {
         if step.tool_calls.is_empty() {
             return ToolPhase::Done(step);
         }
+        let done = self.take_answers(&mut step);
         let pending: Vec<PendingCall> = step
             .tool_calls
             .iter()
             .filter_map(|call| {
-                self.decision_needed(call).map(|kind| PendingCall {
+                self.decision_needed(call, &done).map(|kind| PendingCall {
                     call: call.clone(),
                     kind,
                     decision: None,
+                    resume_schema: self
+                        .offered
+                        .iter()
+                        .find(|t| t.name == call.name)
+                        .and_then(|t| t.resume_schema.clone()),
                 })
             })
             .collect();
         let open = OpenStep {
             step,
-            done: Vec::new(),
+            done,
             pending,
         };
         if open.pending.is_empty() {
@@ -81,9 +90,51 @@ impl Runner {
         ToolPhase::Suspend(open)
     }
 
+    /// With auto-resume: strips the resume arguments from the step's calls and turns each call
+    /// that answers a waiting call of an earlier run into its result (the answer, when it
+    /// matches the resume schema; else an error the model reads).
+    fn take_answers(&mut self, step: &mut StepRecord) -> Vec<ResultRecord> {
+        if self.state.suspended_tools.is_empty() {
+            return Vec::new();
+        }
+        let mut done = Vec::new();
+        for call in &mut step.tool_calls {
+            let (args, answer) = auto_resume::take_answer(call, &self.state.suspended_tools);
+            call.args = args;
+            let Some((waiting, data)) = answer else {
+                continue;
+            };
+            let invalid = structured::compile(&waiting.resume_schema)
+                .ok()
+                .and_then(|v| v.validate(&data).err().map(|e| e.to_string()));
+            let (result, is_error) = match invalid {
+                None => {
+                    self.state.answered_runs.push(waiting.run_id.clone());
+                    (data, false)
+                }
+                Some(why) => (
+                    Value::String(format!(
+                        "resumeData for tool \"{}\" does not match its resumeSchema: {why}",
+                        call.name
+                    )),
+                    true,
+                ),
+            };
+            done.push(ResultRecord {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                args: call.args.clone(),
+                result,
+                is_error,
+            });
+        }
+        // The suffix stays for the rest of the run, as the reference keeps it for the turn.
+        done
+    }
+
     /// What a call must wait for, if anything.
-    fn decision_needed(&self, call: &CallRecord) -> Option<PendingKind> {
-        if call.args_error.is_some() {
+    fn decision_needed(&self, call: &CallRecord, done: &[ResultRecord]) -> Option<PendingKind> {
+        if call.args_error.is_some() || done.iter().any(|r| r.id == call.id) {
             return None;
         }
         let spec = self.offered.iter().find(|t| t.name == call.name)?;
@@ -101,7 +152,9 @@ impl Runner {
     /// emits their chunks.
     pub(super) async fn settle(&mut self, em: &mut Emitter, open: OpenStep) -> ToolPhase {
         let OpenStep {
-            mut step, pending, ..
+            mut step,
+            pending,
+            done,
         } = open;
         let concurrency = self.concurrency();
         let decisions: HashMap<&str, &PendingCall> =
@@ -111,6 +164,10 @@ impl Runner {
         let jobs: Vec<CallFuture<'_>> = calls
             .iter()
             .map(|call| {
+                if let Some(known) = done.iter().find(|r| r.id == call.id) {
+                    let known = known.clone();
+                    return Box::pin(async move { (known, None) }) as CallFuture<'_>;
+                }
                 let decision = decisions
                     .get(call.id.as_str())
                     .and_then(|p| p.decision.clone());
@@ -211,16 +268,25 @@ impl Runner {
         }
     }
 
-    /// Calls of one step running at once: the request's (or the agent's default) value, else
-    /// 1 whenever an approval may be needed in the run, else 10, as the reference.
+    /// Calls of one step running at once, as the reference: 1 whenever a call of the run
+    /// may wait for a decision (approval required by the request or any offered tool, or a
+    /// client tool offered), even if that tool is not called in this step; else the request's
+    /// (or the agent's default) value, else 10.
     fn concurrency(&self) -> usize {
-        let approvals_possible = self.state.request.require_tool_approval
-            || self.offered.iter().any(|t| t.require_approval);
-        match self.state.request.tool_call_concurrency {
-            Some(n) => usize::try_from(n.max(1)).unwrap_or(1),
-            None if approvals_possible => 1,
-            None => DEFAULT_TOOL_CONCURRENCY,
+        let decisions_possible = self.state.request.require_tool_approval
+            || self
+                .offered
+                .iter()
+                .any(|t| t.require_approval || matches!(t.kind, ToolKind::Client));
+        if decisions_possible {
+            return 1;
         }
+        self.state
+            .request
+            .tool_call_concurrency
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|n| *n > 0)
+            .unwrap_or(DEFAULT_TOOL_CONCURRENCY)
     }
 }
 

@@ -51,6 +51,19 @@ impl Runtime {
         }
     }
 
+    /// Ends a run if it is still suspended (its waiting call was answered elsewhere); false
+    /// when it no longer waits.
+    pub(super) async fn end_suspended(&self, run_id: &str, why: &str) -> Result<bool, RunError> {
+        let Some(doc) = self.deps.store.get_run(run_id).await? else {
+            return Ok(false);
+        };
+        let record = decode_record(&doc)?;
+        if record.status != RunStatus::Suspended {
+            return Ok(false);
+        }
+        self.abort_suspended(doc, record, why).await
+    }
+
     /// A suspended run has no executor to stop: end it in the store and in its log.
     async fn abort_suspended(
         &self,

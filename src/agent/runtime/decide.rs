@@ -1,23 +1,23 @@
 //! Decisions on suspended runs, from any replica: Approve / Decline / Resume recorded by
 //! compare-and-set on the run record (exactly one of racing deciders wins), the continuation
 //! started on the replica that made the last decision, the pending index behind ListPending,
-//! and auto-resume of a client tool from the thread's next message.
+//! and the waiting client tools a new run may answer (auto-resume).
 
 use std::sync::Arc;
 
-use serde_json::Value;
 use tracing::warn;
 
-use super::{ChunkStream, Launch, Runtime, TraceIds, decode_record, run_span};
+use super::{ChunkStream, Launch, Runtime, decode_record, run_span};
 use crate::agent::AgentDef;
+use crate::agent::decision;
 use crate::agent::emit::Emitter;
 use crate::agent::error::RunError;
 use crate::agent::event::Event;
-use crate::agent::message::{Message, now_ms};
+use crate::agent::message::now_ms;
 use crate::agent::record::{Decided, RunRecord};
 use crate::agent::request::{OnDisconnect, RunRequest};
 use crate::agent::result::{RunEnd, RunResult};
-use crate::agent::state::{Decision, RunState};
+use crate::agent::state::{Decision, PendingKind, RunState, SuspendedTool};
 use crate::agent::wire;
 use crate::pb;
 use crate::store::{Cas, ThreadKey};
@@ -25,44 +25,39 @@ use crate::tasklist::TaskList;
 use crate::telemetry;
 
 impl Runtime {
-    /// With `auto_resume_suspended_tools`: when the request's thread has a run waiting for a
-    /// client tool (never an approval), the new message answers it and the stream carries the
-    /// rest of that run.
-    pub(super) async fn auto_resume(
-        self: &Arc<Self>,
+    /// With `auto_resume_suspended_tools`: the thread's client-tool calls still waiting in
+    /// earlier runs (never approvals), which the new run's model may answer.
+    pub(super) async fn waiting_client_tools(
+        &self,
         request: &RunRequest,
-        parent: Option<opentelemetry::Context>,
-    ) -> Result<Option<(ChunkStream, TraceIds)>, RunError> {
-        let Some(memory) = &request.memory else {
-            return Ok(None);
-        };
-        let runs = self
-            .pending(Some(&memory.thread_id), Some(&memory.resource_id), None)
-            .await?;
-        let waiting = runs.into_iter().find_map(|run| {
-            run.pending
-                .iter()
-                .find(|p| p.kind() == pb::SuspensionKind::ClientTool)
-                .map(|p| (run.run_id.clone(), p.tool_call_id.clone()))
-        });
-        let Some((run_id, call_id)) = waiting else {
-            return Ok(None);
-        };
-        let answer = request.input.last().map(Message::text).unwrap_or_default();
-        let trace = parent
+    ) -> Result<Vec<SuspendedTool>, RunError> {
+        let Some(memory) = request
+            .memory
             .as_ref()
-            .map(|p| telemetry::run_trace_ids(&tracing::Span::none(), Some(p)))
-            .unwrap_or_default();
-        let stream = self
-            .decide(
-                &run_id,
-                &call_id,
-                Decision::Resumed(Value::String(answer)),
-                request.on_disconnect,
-                parent,
-            )
-            .await?;
-        Ok(Some((stream, trace)))
+            .filter(|_| request.auto_resume_suspended_tools)
+        else {
+            return Ok(Vec::new());
+        };
+        let mut waiting = Vec::new();
+        for record in self
+            .suspended_records(Some(&memory.thread_id), Some(&memory.resource_id), None)
+            .await?
+        {
+            let Some(open) = record.state.as_ref().and_then(|s| s.open_step.as_ref()) else {
+                continue;
+            };
+            waiting.extend(
+                open.pending
+                    .iter()
+                    .filter(|p| p.kind == PendingKind::ClientTool && p.decision.is_none())
+                    .map(|p| SuspendedTool {
+                        run_id: record.run_id.clone(),
+                        call: p.call.clone(),
+                        resume_schema: decision::resume_schema(p),
+                    }),
+            );
+        }
+        Ok(waiting)
     }
 
     /// Records a decision on a suspended call. When it was the last one, the run continues here
@@ -202,6 +197,20 @@ impl Runtime {
         resource_id: Option<&str>,
         run_id: Option<&str>,
     ) -> Result<Vec<pb::PendingRun>, RunError> {
+        let records = self
+            .suspended_records(thread_id, resource_id, run_id)
+            .await?;
+        Ok(records.iter().filter_map(wire::pending_run).collect())
+    }
+
+    /// The records of the suspended runs matching the filter whose decisions have not
+    /// expired, oldest first.
+    async fn suspended_records(
+        &self,
+        thread_id: Option<&str>,
+        resource_id: Option<&str>,
+        run_id: Option<&str>,
+    ) -> Result<Vec<RunRecord>, RunError> {
         let candidates: Vec<String> = match (run_id, thread_id, resource_id) {
             (Some(run), _, _) => vec![run.to_owned()],
             (None, Some(thread), _) => {
@@ -234,10 +243,10 @@ impl Runtime {
                 && thread_id.is_none_or(|t| t == record.thread_id)
                 && resource_id.is_none_or(|r| r == record.resource_id);
             if matches {
-                runs.extend(wire::pending_run(&record));
+                runs.push(record);
             }
         }
-        runs.sort_by_key(|r| r.suspended_at.map(|t| (t.seconds, t.nanos)));
+        runs.sort_by_key(|r| r.updated_at_ms);
         Ok(runs)
     }
 
