@@ -264,6 +264,29 @@ fn user_part(part: &Part) -> Option<ContentPart> {
     }
 }
 
+/// The last `rows` rows of a thread's messages, counted as the reference stores them: a user
+/// message or a task-list signal is one row, and one run's consecutive assistant and tool
+/// messages (its whole response between two of those) are one row. `None` when `messages`
+/// (the newest stored messages, oldest first) may begin inside the earliest row wanted, so
+/// more must be read; `whole_thread` says `messages` is the entire thread.
+pub fn last_rows(messages: &[Message], rows: usize, whole_thread: bool) -> Option<&[Message]> {
+    if rows == 0 {
+        return Some(&[]);
+    }
+    let starts: Vec<usize> = (0..messages.len())
+        .filter(|&i| {
+            let is_response =
+                |m: &Message| m.signal.is_none() && matches!(m.role, Role::Assistant | Role::Tool);
+            i == 0 || !is_response(&messages[i]) || !is_response(&messages[i - 1])
+        })
+        .collect();
+    if starts.len() > rows {
+        return Some(&messages[starts[starts.len() - rows]..]);
+    }
+    // Fewer rows than wanted: all of them, unless the first may be the tail of a longer row.
+    whole_thread.then_some(messages)
+}
+
 /// Drops what a history window cut in half: tool results whose call is outside the window
 /// (providers reject them) and system messages (history never carries instructions). Tool
 /// calls without a result (cut off, or a call that never got one) are left out too when
@@ -394,6 +417,36 @@ mod tests {
             result: json!({"ok": true}),
             is_error: false,
         }
+    }
+
+    #[test]
+    fn rows_group_a_run_s_response_as_the_reference_stores_it() {
+        let text = |role, t: &str| Message::new(role, vec![Part::Text { text: t.into() }]);
+        let thread = vec![
+            text(Role::User, "q1"),
+            text(Role::Assistant, "a1"),
+            text(Role::User, "q2"),
+            Message::new(Role::Assistant, vec![call("L1")]),
+            Message::new(Role::Tool, vec![result("L1")]),
+            text(Role::Assistant, "a2"),
+            text(Role::User, "q3"),
+            text(Role::Assistant, "a3"),
+        ];
+        let texts = |w: &[Message]| w.iter().map(Message::text).collect::<Vec<_>>();
+        let two = last_rows(&thread, 2, true).expect("enough");
+        assert_eq!(texts(two), ["q3", "a3"]);
+        let three = last_rows(&thread, 3, true).expect("enough");
+        assert_eq!(three.len(), 5, "the whole tool-using response is one row");
+        assert_eq!(texts(&three[..1]), [""]);
+        assert!(
+            last_rows(&thread[4..], 3, false).is_none(),
+            "a window starting inside a response needs more"
+        );
+        assert_eq!(
+            last_rows(&thread[6..], 5, true).map(<[Message]>::len),
+            Some(2)
+        );
+        assert_eq!(last_rows(&thread, 0, true).map(<[Message]>::len), Some(0));
     }
 
     #[test]

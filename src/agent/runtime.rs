@@ -45,6 +45,9 @@ pub(super) const CONTROL_CHANNEL: &str = "_all";
 /// Idempotency keys are remembered this long.
 const IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 3600);
 
+/// Most stored messages read to find a run's history window.
+const MAX_HISTORY_READ: usize = 4096;
+
 /// Buffered chunks per client stream (backpressure beyond it).
 const CLIENT_BUFFER: usize = 256;
 
@@ -205,7 +208,9 @@ impl Runtime {
         Ok((stream, trace))
     }
 
-    /// Reads the thread's history and task list (one round trip), checking ownership.
+    /// Reads the thread's history (its last `last_messages` rows, counted as the reference
+    /// stores them) and task list, checking ownership: one round trip, unless the newest
+    /// messages end inside a long tool-using response and more must be read.
     async fn load_memory(
         &self,
         request: &RunRequest,
@@ -217,23 +222,34 @@ impl Runtime {
             thread_id: memory.thread_id.clone(),
             resource_id: memory.resource_id.clone(),
         };
-        let view = self
-            .deps
-            .store
-            .load_thread(&key, memory.last_messages, &[TASKS_DOC])
-            .await?;
-        let mut history = Vec::with_capacity(view.messages.len());
-        for raw in &view.messages {
-            match serde_json::from_slice::<Message>(raw) {
-                Ok(m) => history.push(m),
-                Err(e) => {
-                    warn!(thread = %key.thread_id, error = %e, "skipping an unreadable stored message")
+        let rows = memory.last_messages;
+        // A row is usually 1 to 4 messages; read generously once, more only when needed.
+        let mut limit = rows.saturating_mul(4);
+        loop {
+            let view = self
+                .deps
+                .store
+                .load_thread(&key, limit, &[TASKS_DOC])
+                .await?;
+            let mut messages = Vec::with_capacity(view.messages.len());
+            for raw in &view.messages {
+                match serde_json::from_slice::<Message>(raw) {
+                    Ok(m) => messages.push(m),
+                    Err(e) => {
+                        warn!(thread = %key.thread_id, error = %e, "skipping an unreadable stored message")
+                    }
                 }
             }
+            let whole = rows == 0 || view.messages.len() < limit || limit >= MAX_HISTORY_READ;
+            let Some(window) = message::last_rows(&messages, rows, whole) else {
+                limit = limit.saturating_mul(4).min(MAX_HISTORY_READ);
+                continue;
+            };
+            let history =
+                message::sanitize_history(window.to_vec(), memory.filter_incomplete_tool_calls);
+            let tasks = TaskList::decode(view.docs.first().and_then(Option::as_ref))?;
+            return Ok((history, tasks, view.exists));
         }
-        let tasks = TaskList::decode(view.docs.first().and_then(Option::as_ref))?;
-        let history = message::sanitize_history(history, memory.filter_incomplete_tool_calls);
-        Ok((history, tasks, view.exists))
     }
 
     async fn write_record(

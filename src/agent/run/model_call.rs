@@ -46,8 +46,17 @@ impl Runner {
         for extra in &request.system {
             messages.push(ChatMessage::system(extra.clone()));
         }
+        let first_turn = messages.len();
         for m in self.state.prompt_messages() {
             m.push_chat(&mut messages);
+        }
+        // As the reference: a conversation must not open with the model's turn (a history
+        // window can start there), so a user message "." goes first.
+        if matches!(
+            messages.get(first_turn),
+            Some(ChatMessage::Assistant { .. })
+        ) {
+            messages.insert(first_turn, ChatMessage::user("."));
         }
         let resuming_tools = !self.state.suspended_tools.is_empty();
         if resuming_tools {
