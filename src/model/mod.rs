@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Deserializer};
 use tokio_util::sync::CancellationToken;
 
-pub use mock::{Fallback, MockOpenAi, MockReply, planner_reply};
+pub use mock::{Fallback, MockOpenAi, MockReply, MockRich, MockUsageDetails, planner_reply};
 pub use openai::OpenAiProvider;
 pub use sse::{SseEvent, SseParser};
 
