@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use agentd::model::{
-    ChatMessage, ContentPart, FinishReason, MockOpenAi, MockReply, ModelError, ModelEvent,
-    ModelProvider, ModelRequest, ModelSettings, ModelStream, OpenAiProvider, ProviderConfig,
-    ResponseFormat, ToolCall, ToolChoice, ToolDefinition, Usage,
+    ChatMessage, ContentPart, FinishReason, MockOpenAi, MockReply, MockRich, MockUsageDetails,
+    ModelError, ModelEvent, ModelProvider, ModelRequest, ModelSettings, ModelStream,
+    OpenAiProvider, ProviderConfig, ResponseFormat, ToolCall, ToolChoice, ToolDefinition, Usage,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -97,6 +97,36 @@ fn tool_ends(events: &[ModelEvent]) -> Vec<(u32, String, String, String)> {
             _ => None,
         })
         .collect()
+}
+
+fn warnings(events: &[ModelEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            ModelEvent::Warning(w) => Some(w.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn metadata_headers(events: &[ModelEvent]) -> BTreeMap<String, String> {
+    match events.first() {
+        Some(ModelEvent::ResponseMetadata { headers, .. }) => headers.clone(),
+        _ => panic!("metadata first: {events:?}"),
+    }
+}
+
+fn provider_metadata(events: &[ModelEvent]) -> Option<Value> {
+    match events.last() {
+        Some(ModelEvent::Finish {
+            provider_metadata, ..
+        }) => provider_metadata.clone(),
+        _ => panic!("finish last: {events:?}"),
+    }
+}
+
+fn object(value: Value) -> serde_json::Map<String, Value> {
+    value.as_object().cloned().unwrap()
 }
 
 /// A streamed chunk holding `delta` and `finish_reason`, as OpenAI sends them.
@@ -648,7 +678,9 @@ async fn request_body_serializes_messages_tools_and_settings() {
         extra_body: Default::default(),
         include_raw: false,
     };
-    run(&provider(&mock), req).await;
+    let events = run(&provider(&mock), req).await;
+    // Every setting is sent (top_k and seed included), so nothing warns.
+    assert_eq!(warnings(&events), Vec::<String>::new());
     let body = &mock.requests()[0];
     let expected = json!({
         "model": "gpt-4o-mini",
@@ -759,19 +791,49 @@ async fn json_schema_degrades_to_json_object_without_structured_output() {
 async fn response_headers_are_captured() {
     let mock = MockOpenAi::start().await.unwrap();
     let events = run(&provider(&mock), request("hi")).await;
-    let ModelEvent::ResponseMetadata { headers, .. } = &events[0] else {
-        panic!("metadata first: {events:?}");
-    };
-    let expected: BTreeMap<String, String> = [
+    let headers = metadata_headers(&events);
+    for (name, value) in [
         ("openai-processing-ms", "1"),
         ("x-ratelimit-limit-requests", "1000"),
         ("x-ratelimit-remaining-requests", "999"),
         ("x-request-id", "req_mock_1"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
-    assert_eq!(headers, &expected);
+        ("content-type", "text/event-stream"),
+        ("cache-control", "no-cache"),
+    ] {
+        assert_eq!(
+            headers.get(name).map(String::as_str),
+            Some(value),
+            "{headers:?}"
+        );
+    }
+    // The streamed body is chunked, and that is the connection's business.
+    assert!(!headers.contains_key("transfer-encoding"), "{headers:?}");
+    mock.shutdown().await;
+}
+
+#[tokio::test]
+async fn all_headers_but_hop_by_hop_and_cookies_are_kept() {
+    let mock = MockOpenAi::start().await.unwrap();
+    mock.push(
+        MockRich::text("hi")
+            .header("x-request-id", "req_scripted")
+            .header("anthropic-ratelimit-requests-remaining", "49")
+            .header("X-Gateway-Region", "eu-west")
+            .header("set-cookie", "session=secret")
+            .header("set-cookie", "other=secret")
+            .header("keep-alive", "timeout=5")
+            .into(),
+    );
+    let events = run(&provider(&mock), request("hi")).await;
+    let headers = metadata_headers(&events);
+    assert_eq!(headers["x-request-id"], "req_scripted");
+    assert_eq!(headers["anthropic-ratelimit-requests-remaining"], "49");
+    assert_eq!(headers["x-gateway-region"], "eu-west");
+    assert_eq!(headers["content-type"], "text/event-stream");
+    for absent in ["set-cookie", "keep-alive", "transfer-encoding"] {
+        assert!(!headers.contains_key(absent), "{absent}: {headers:?}");
+    }
+    assert!(!format!("{headers:?}").contains("secret"));
     mock.shutdown().await;
 }
 
@@ -1047,5 +1109,318 @@ async fn connections_are_reused_across_calls() {
     assert_eq!(mock.requests().len(), 5);
     assert_eq!(mock.connections(), 1);
     assert_eq!(mock.disconnects(), 0);
+    mock.shutdown().await;
+}
+
+#[tokio::test]
+async fn provider_options_are_read_by_provider_key() {
+    let mock = MockOpenAi::start().await.unwrap();
+    let mut req = request("hi");
+    req.settings.temperature = Some(0.1);
+    req.provider_options = object(json!({
+        "openai": {
+            "reasoningEffort": "low",
+            "logprobs": 2,
+            "parallelToolCalls": false,
+            "textVerbosity": "low",
+            "user": "from-openai",
+            // Unknown keys go verbatim, after agentd's own fields.
+            "temperature": 0.7,
+            "chat_template_kwargs": {"enable_thinking": false},
+        },
+        // The configured provider's name ("mock") wins over the generic keys.
+        "mock": {"user": "from-mock", "serviceTier": "flex"},
+        "anthropic": {"thinking": {"type": "enabled", "budgetTokens": 1000}, "user": "nope"},
+    }));
+    run(&provider(&mock), req.clone()).await;
+    let body = &mock.requests()[0];
+    assert_eq!(body["reasoning_effort"], json!("low"));
+    assert_eq!(body["logprobs"], json!(true));
+    assert_eq!(body["top_logprobs"], json!(2));
+    assert_eq!(body["parallel_tool_calls"], json!(false));
+    assert_eq!(body["verbosity"], json!("low"));
+    assert_eq!(body["service_tier"], json!("flex"));
+    assert_eq!(body["user"], json!("from-mock"));
+    assert_eq!(body["temperature"], json!(0.7));
+    assert_eq!(
+        body["chat_template_kwargs"],
+        json!({"enable_thinking": false})
+    );
+    for absent in ["thinking", "reasoningEffort", "openai", "anthropic", "mock"] {
+        assert!(body.get(absent).is_none(), "{absent} sent: {body}");
+    }
+
+    // extra_body is merged last and wins over provider options.
+    req.extra_body = object(json!({"user": "from-extra", "reasoning_effort": null}));
+    run(&provider(&mock), req).await;
+    let body = &mock.requests()[1];
+    assert_eq!(body["user"], json!("from-extra"));
+    assert_eq!(body["reasoning_effort"], Value::Null);
+    mock.shutdown().await;
+}
+
+#[tokio::test]
+async fn provider_options_under_the_camel_case_provider_name() {
+    let mock = MockOpenAi::start().await.unwrap();
+    let provider = OpenAiProvider::new(ProviderConfig::new("my-gateway", mock.base_url())).unwrap();
+    let mut req = request("hi");
+    req.provider_options = object(json!({
+        "openaiCompatible": {"user": "generic", "store": true},
+        "my-gateway": {"user": "dashed"},
+        "myGateway": {"user": "camel", "promptCacheKey": "k1"},
+        "other-gateway": {"user": "not me"},
+    }));
+    run(&provider, req).await;
+    let body = &mock.requests()[0];
+    assert_eq!(body["user"], json!("camel"));
+    assert_eq!(body["store"], json!(true));
+    assert_eq!(body["prompt_cache_key"], json!("k1"));
+    mock.shutdown().await;
+}
+
+#[tokio::test]
+async fn strict_json_schema_option_sets_the_schema_strictness() {
+    let mock = MockOpenAi::start().await.unwrap();
+    let provider = provider(&mock);
+    let schema = json!({"type": "object"});
+    let mut req = request("hi");
+    req.response_format = Some(ResponseFormat::JsonSchema {
+        name: "answer".into(),
+        schema: schema.clone(),
+        strict: true,
+    });
+    req.provider_options = object(json!({"openai": {"strictJsonSchema": false}}));
+    run(&provider, req.clone()).await;
+    // Without a schema there is nothing to be strict about; the option is no body field.
+    req.response_format = Some(ResponseFormat::JsonObject);
+    run(&provider, req).await;
+    let bodies = mock.requests();
+    assert_eq!(
+        bodies[0]["response_format"],
+        json!({"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": false}})
+    );
+    assert_eq!(bodies[1]["response_format"], json!({"type": "json_object"}));
+    for body in &bodies {
+        assert!(body.get("strictJsonSchema").is_none(), "{body}");
+    }
+    mock.shutdown().await;
+}
+
+#[tokio::test]
+async fn url_citations_become_sources() {
+    let mock = MockOpenAi::start().await.unwrap();
+    let provider = provider(&mock);
+    let rich = MockRich::text("Rust is fast")
+        .source("https://www.rust-lang.org", "Rust")
+        .source("https://doc.rust-lang.org/book", "The Book");
+    for stream in [true, false] {
+        mock.push(rich.clone().into());
+        let mut req = request("hi");
+        if !stream {
+            req.extra_body.insert("stream".into(), json!(false));
+        }
+        let events = run(&provider, req).await;
+        assert_eq!(text(&events), "Rust is fast");
+        let sources: Vec<(String, String, String, String)> = events
+            .iter()
+            .filter_map(|e| match e {
+                ModelEvent::Source {
+                    id,
+                    source_type,
+                    url,
+                    title,
+                } => Some((id.clone(), source_type.clone(), url.clone(), title.clone())),
+                _ => None,
+            })
+            .collect();
+        let found: Vec<(&str, &str, &str)> = sources
+            .iter()
+            .map(|(_, t, u, title)| (t.as_str(), u.as_str(), title.as_str()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("url", "https://www.rust-lang.org", "Rust"),
+                ("url", "https://doc.rust-lang.org/book", "The Book"),
+            ],
+            "stream: {stream}"
+        );
+        assert!(!sources[0].0.is_empty());
+        assert_ne!(sources[0].0, sources[1].0);
+    }
+    mock.shutdown().await;
+}
+
+#[tokio::test]
+async fn generated_images_become_files() {
+    let mock = MockOpenAi::start().await.unwrap();
+    let png = b"\x89PNG\r\n\x1a\nfake".to_vec();
+    mock.push(
+        MockRich::text("Here it is")
+            .image("image/png", &png)
+            .image_url("https://images.example/cat.png")
+            .image_url("data:image/png;base64,not*base64")
+            .into(),
+    );
+    let events = run(&provider(&mock), request("draw a cat")).await;
+    let files: Vec<(&[u8], &str)> = events
+        .iter()
+        .filter_map(|e| match e {
+            ModelEvent::File { data, mime_type } => Some((data.as_slice(), mime_type.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(files, [(png.as_slice(), "image/png")]);
+    let warnings = warnings(&events);
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(
+        warnings[0].contains("https://images.example/cat.png"),
+        "{warnings:?}"
+    );
+    assert!(warnings[1].contains("not*base64"), "{warnings:?}");
+    assert_eq!(finish(&events).0, FinishReason::Stop);
+    mock.shutdown().await;
+}
+
+#[tokio::test]
+async fn usage_details_become_openai_provider_metadata() {
+    let mock = MockOpenAi::start().await.unwrap();
+    let provider = provider(&mock);
+    mock.push(
+        MockRich::text("done")
+            .usage_details(MockUsageDetails {
+                cached_tokens: Some(64),
+                reasoning_tokens: Some(12),
+                accepted_prediction_tokens: Some(3),
+                rejected_prediction_tokens: Some(1),
+            })
+            .into(),
+    );
+    let events = run(&provider, request("hi")).await;
+    assert_eq!(
+        provider_metadata(&events),
+        Some(json!({"openai": {
+            "cachedPromptTokens": 64,
+            "reasoningTokens": 12,
+            "acceptedPredictionTokens": 3,
+            "rejectedPredictionTokens": 1,
+        }}))
+    );
+    let usage = finish(&events).1;
+    assert_eq!(
+        (usage.cached_input_tokens, usage.reasoning_tokens),
+        (64, 12)
+    );
+
+    // The mock's usual usage reports zero cached and reasoning tokens, as OpenAI does.
+    let events = run(&provider, request("hi")).await;
+    assert_eq!(
+        provider_metadata(&events),
+        Some(json!({"openai": {"cachedPromptTokens": 0, "reasoningTokens": 0}}))
+    );
+
+    // No details, or no usage at all: no metadata.
+    mock.push(
+        MockRich::text("plain")
+            .usage_details(MockUsageDetails::default())
+            .into(),
+    );
+    let events = run(&provider, request("hi")).await;
+    assert_eq!(provider_metadata(&events), None);
+    assert_eq!(finish(&events).1.input_tokens, 10);
+    let mut cfg = config(&mock);
+    cfg.include_usage = false;
+    let events = run(&OpenAiProvider::new(cfg).unwrap(), request("hi")).await;
+    assert_eq!(provider_metadata(&events), None);
+    mock.shutdown().await;
+}
+
+#[tokio::test]
+async fn provider_warnings_are_surfaced_once_each() {
+    let mock = MockOpenAi::start().await.unwrap();
+    mock.push(
+        MockRich::text("ok")
+            .warning(json!("model gpt-x is deprecated"))
+            .warning(json!({"type": "unsupported-setting", "message": "seed is ignored"}))
+            .warning(json!("model gpt-x is deprecated"))
+            .into(),
+    );
+    let events = run(&provider(&mock), request("hi")).await;
+    assert_eq!(
+        warnings(&events),
+        ["model gpt-x is deprecated", "seed is ignored"]
+    );
+    assert_eq!(text(&events), "ok");
+    mock.shutdown().await;
+}
+
+#[tokio::test]
+async fn settings_that_are_not_sent_warn() {
+    let mock = MockOpenAi::start().await.unwrap();
+    let mut cfg = config(&mock);
+    cfg.structured_output = false;
+    let provider = OpenAiProvider::new(cfg).unwrap();
+    let mut req = request("hi");
+    req.response_format = Some(ResponseFormat::JsonSchema {
+        name: "x".into(),
+        schema: json!({"type": "object"}),
+        strict: true,
+    });
+    req.tool_choice = Some(ToolChoice::Required);
+    let events = run(&provider, req).await;
+    assert!(matches!(events[0], ModelEvent::ResponseMetadata { .. }));
+    // Request warnings come right after the metadata, before any delta.
+    assert!(matches!(events[1], ModelEvent::Warning(_)), "{events:?}");
+    assert!(matches!(events[2], ModelEvent::Warning(_)), "{events:?}");
+    let warnings = warnings(&events);
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(warnings[0].contains("toolChoice required"), "{warnings:?}");
+    assert!(warnings[1].contains("responseFormat"), "{warnings:?}");
+
+    // Auto needs no tools; nothing is lost, nothing warns.
+    let mut req = request("hi");
+    req.tool_choice = Some(ToolChoice::Auto);
+    req.response_format = Some(ResponseFormat::JsonObject);
+    let events = run(&provider, req).await;
+    assert_eq!(self::warnings(&events), Vec::<String>::new());
+    mock.shutdown().await;
+}
+
+#[tokio::test]
+async fn rich_replies_stream_tool_calls_with_extras() {
+    let mock = MockOpenAi::start().await.unwrap();
+    mock.push(
+        MockRich::default()
+            .tool_call("search", json!({"q": "rust"}))
+            .source("https://a.example", "A")
+            .into(),
+    );
+    let events = run(&provider(&mock), request("find")).await;
+    assert_eq!(
+        tool_ends(&events),
+        [(
+            0,
+            "call_1_0".into(),
+            "search".into(),
+            json!({"q": "rust"}).to_string()
+        )]
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, ModelEvent::Source { url, .. } if url == "https://a.example"))
+    );
+    assert_eq!(
+        finish(&events),
+        (
+            FinishReason::ToolCalls,
+            Usage {
+                input_tokens: 10,
+                output_tokens: 3,
+                total_tokens: 13,
+                ..Usage::default()
+            }
+        )
+    );
     mock.shutdown().await;
 }

@@ -7,6 +7,10 @@
 //!
 //! Usage numbers are deterministic: input tokens = 10 × the request's message count, output
 //! tokens = the number of streamed deltas (text pieces or tool-argument fragments).
+//!
+//! [`MockReply::Rich`] ([`MockRich`]) also scripts what a provider may attach to an answer:
+//! response headers, `url_citation` annotations, generated images (OpenRouter's `images`),
+//! usage details and top-level `warnings`.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
@@ -55,6 +59,150 @@ pub enum MockReply {
     },
     /// Exact SSE data payloads, each sent as `data: …` + blank line; nothing is added.
     Raw(Vec<String>),
+    /// Text and/or tool calls with extras (headers, sources, images, usage details, warnings).
+    Rich(Box<MockRich>),
+}
+
+impl From<MockRich> for MockReply {
+    fn from(rich: MockRich) -> Self {
+        Self::Rich(Box::new(rich))
+    }
+}
+
+/// A scripted answer with the extras a provider may attach, built step by step:
+///
+/// ```
+/// # use agentd::model::{MockReply, MockRich, MockUsageDetails};
+/// let reply: MockReply = MockRich::text("See the docs")
+///     .header("x-request-id", "req_42")
+///     .source("https://example.com/docs", "Docs")
+///     .image("image/png", b"\x89PNG")
+///     .usage_details(MockUsageDetails { cached_tokens: Some(8), ..Default::default() })
+///     .warning(serde_json::json!("model deprecated"))
+///     .into();
+/// ```
+///
+/// Streamed, in order: a first chunk carrying `warnings` at top level, the text one word per
+/// delta, the tool calls as [`MockReply::ToolCalls`] streams them, one delta with every source
+/// as `annotations`, one delta with every image as `images`, the finish (`tool_calls` when there
+/// are calls, else `stop`), the usage chunk. Not streamed (`stream: false`): the same in one
+/// `chat.completion`, extras on the message.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MockRich {
+    /// The answer text, streamed one word per delta; empty for none.
+    pub text: String,
+    /// Tool calls (name, arguments), after the text.
+    pub tool_calls: Vec<(String, Value)>,
+    /// Response headers (any case); each name replaces the mock's default header of that name,
+    /// and a name given twice is sent twice.
+    pub headers: Vec<(String, String)>,
+    /// Sources (url, title), sent as `url_citation` annotations spanning the whole text.
+    pub sources: Vec<(String, String)>,
+    /// Image URLs as sent in `images[].image_url.url` (see [`MockRich::image`] for `data:`).
+    pub images: Vec<String>,
+    /// The usage details to report; `None`: the mock's usual zero cached and reasoning tokens.
+    pub usage_details: Option<MockUsageDetails>,
+    /// The top-level `warnings` array of the first chunk (strings or `{"message": …}`).
+    pub warnings: Vec<Value>,
+}
+
+impl MockRich {
+    /// An answer with this text.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Adds a tool call.
+    pub fn tool_call(mut self, name: impl Into<String>, arguments: Value) -> Self {
+        self.tool_calls.push((name.into(), arguments));
+        self
+    }
+
+    /// Adds a response header.
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Adds a `url_citation` source.
+    pub fn source(mut self, url: impl Into<String>, title: impl Into<String>) -> Self {
+        self.sources.push((url.into(), title.into()));
+        self
+    }
+
+    /// Adds a generated image, sent as a base64 `data:` URL.
+    pub fn image(mut self, mime_type: &str, data: &[u8]) -> Self {
+        use base64::Engine;
+        let data = base64::engine::general_purpose::STANDARD.encode(data);
+        self.images.push(format!("data:{mime_type};base64,{data}"));
+        self
+    }
+
+    /// Adds a generated image with this URL exactly (e.g. an undecodable one).
+    pub fn image_url(mut self, url: impl Into<String>) -> Self {
+        self.images.push(url.into());
+        self
+    }
+
+    /// Sets the usage details; unset fields are left out of the usage object.
+    pub fn usage_details(mut self, details: MockUsageDetails) -> Self {
+        self.usage_details = Some(details);
+        self
+    }
+
+    /// Adds a provider warning (a string, or an object with a `message`).
+    pub fn warning(mut self, warning: Value) -> Self {
+        self.warnings.push(warning);
+        self
+    }
+}
+
+/// Usage details of a [`MockRich`] answer; each set field is sent, each unset one left out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MockUsageDetails {
+    /// `prompt_tokens_details.cached_tokens`.
+    pub cached_tokens: Option<u64>,
+    /// `completion_tokens_details.reasoning_tokens`.
+    pub reasoning_tokens: Option<u64>,
+    /// `completion_tokens_details.accepted_prediction_tokens`.
+    pub accepted_prediction_tokens: Option<u64>,
+    /// `completion_tokens_details.rejected_prediction_tokens`.
+    pub rejected_prediction_tokens: Option<u64>,
+}
+
+impl MockUsageDetails {
+    /// The `*_tokens_details` fields of a usage object.
+    fn fields(&self) -> serde_json::Map<String, Value> {
+        let group = |fields: &[(&str, Option<u64>)]| {
+            let group: serde_json::Map<String, Value> = fields
+                .iter()
+                .filter_map(|(name, n)| Some(((*name).to_owned(), Value::from((*n)?))))
+                .collect();
+            (!group.is_empty()).then_some(Value::Object(group))
+        };
+        let prompt = group(&[("cached_tokens", self.cached_tokens)]);
+        let completion = group(&[
+            ("reasoning_tokens", self.reasoning_tokens),
+            (
+                "accepted_prediction_tokens",
+                self.accepted_prediction_tokens,
+            ),
+            (
+                "rejected_prediction_tokens",
+                self.rejected_prediction_tokens,
+            ),
+        ]);
+        [
+            ("prompt_tokens_details", prompt),
+            ("completion_tokens_details", completion),
+        ]
+        .into_iter()
+        .filter_map(|(name, group)| Some((name.to_owned(), group?)))
+        .collect()
+    }
 }
 
 /// A running mock server; dropped or [`shut down`](Self::shutdown) to stop it.
@@ -305,7 +453,7 @@ async fn chat_completions(
         }
     });
 
-    let plan = match reply {
+    let mut plan = match reply {
         MockReply::Error {
             status,
             body,
@@ -334,19 +482,52 @@ async fn chat_completions(
             delay_per_delta,
         } => Plan::text(&text, delay_per_delta),
         MockReply::ToolCalls(calls) => Plan::tool_calls(n, &calls),
+        MockReply::Rich(rich) => Plan::rich(n, *rich),
     };
 
     let ctx = ReplyContext::new(&request, n);
+    let headers = std::mem::take(&mut plan.headers);
     if request.get("stream") == Some(&Value::Bool(true)) {
         let include_usage =
             request.pointer("/stream_options/include_usage") == Some(&Value::Bool(true));
         // A slow reply also lingers before ending its body, as a slow network would.
         let tail = plan.delay;
         let frames = plan.sse_frames(&ctx, include_usage);
-        sse_response(&state, n, frames, tail)
+        with_headers(sse_response(&state, n, frames, tail), &headers)
     } else {
-        json_response(StatusCode::OK, &plan.completion(&ctx))
+        with_headers(
+            json_response(StatusCode::OK, &plan.completion(&ctx)),
+            &headers,
+        )
     }
+}
+
+/// Applies scripted headers: each name replaces the defaults of that name.
+fn with_headers(mut response: Response, headers: &[(String, String)]) -> Response {
+    let mut parsed = Vec::with_capacity(headers.len());
+    for (name, value) in headers {
+        match (
+            http::HeaderName::from_bytes(name.as_bytes()),
+            http::HeaderValue::from_str(value),
+        ) {
+            (Ok(name), Ok(value)) => parsed.push((name, value)),
+            // A broken script should fail its test loudly rather than be half-applied.
+            _ => {
+                return error_response(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &format!("invalid scripted header {name:?}: {value:?}"),
+                );
+            }
+        }
+    }
+    let map = response.headers_mut();
+    for (name, _) in &parsed {
+        map.remove(name);
+    }
+    for (name, value) in parsed {
+        map.append(name, value);
+    }
+    response
 }
 
 /// The text of the last user message (string content or text parts).
@@ -409,14 +590,21 @@ impl ReplyContext {
         })
     }
 
-    fn usage(&self, output_tokens: u64) -> Value {
-        json!({
+    fn usage(&self, output_tokens: u64, details: Option<&MockUsageDetails>) -> Value {
+        let mut usage = json!({
             "prompt_tokens": self.input_tokens,
             "completion_tokens": output_tokens,
             "total_tokens": self.input_tokens + output_tokens,
-            "prompt_tokens_details": {"cached_tokens": 0},
-            "completion_tokens_details": {"reasoning_tokens": 0},
-        })
+        });
+        let details = details.copied().unwrap_or(MockUsageDetails {
+            cached_tokens: Some(0),
+            reasoning_tokens: Some(0),
+            ..MockUsageDetails::default()
+        });
+        if let Some(usage) = usage.as_object_mut() {
+            usage.extend(details.fields());
+        }
+        usage
     }
 }
 
@@ -430,6 +618,12 @@ struct Plan {
     finish_reason: &'static str,
     /// The whole message, for a non-streamed answer.
     message: Value,
+    /// Scripted response headers.
+    headers: Vec<(String, String)>,
+    /// Top-level `warnings` of the first chunk (or of the completion).
+    warnings: Vec<Value>,
+    /// `None`: the default details.
+    usage_details: Option<MockUsageDetails>,
 }
 
 impl Plan {
@@ -444,6 +638,9 @@ impl Plan {
             delay,
             finish_reason: "stop",
             message: json!({"role": "assistant", "content": text}),
+            headers: Vec::new(),
+            warnings: Vec::new(),
+            usage_details: None,
         }
     }
 
@@ -484,15 +681,80 @@ impl Plan {
             delay: Duration::ZERO,
             finish_reason: "tool_calls",
             message: json!({"role": "assistant", "content": null, "tool_calls": tool_calls}),
+            headers: Vec::new(),
+            warnings: Vec::new(),
+            usage_details: None,
+        }
+    }
+
+    /// Text, then tool calls, then one delta of annotations and one of images.
+    fn rich(n: u64, rich: MockRich) -> Self {
+        let MockRich {
+            text,
+            tool_calls,
+            headers,
+            sources,
+            images,
+            usage_details,
+            warnings,
+        } = rich;
+        let text_plan = Self::text(&text, Duration::ZERO);
+        let mut calls_plan = Self::tool_calls(n, &tool_calls);
+        let mut deltas = text_plan.deltas;
+        deltas.append(&mut calls_plan.deltas);
+        let content = if text.is_empty() {
+            Value::Null
+        } else {
+            Value::from(text.as_str())
+        };
+        let mut message = json!({"role": "assistant", "content": content});
+        if !tool_calls.is_empty() {
+            message["tool_calls"] = calls_plan.message["tool_calls"].take();
+        }
+        let end_index = text.chars().count();
+        let annotations: Vec<Value> = sources
+            .iter()
+            .map(|(url, title)| {
+                json!({"type": "url_citation", "url_citation": {
+                    "url": url, "title": title, "start_index": 0, "end_index": end_index,
+                }})
+            })
+            .collect();
+        let images: Vec<Value> = images
+            .iter()
+            .map(|url| json!({"type": "image_url", "image_url": {"url": url}}))
+            .collect();
+        for (name, extra) in [("annotations", annotations), ("images", images)] {
+            if !extra.is_empty() {
+                deltas.push(json!({ name: extra }));
+                message[name] = extra.into();
+            }
+        }
+        Self {
+            deltas,
+            output_tokens: text_plan.output_tokens + calls_plan.output_tokens,
+            delay: Duration::ZERO,
+            finish_reason: if tool_calls.is_empty() {
+                "stop"
+            } else {
+                "tool_calls"
+            },
+            message,
+            headers,
+            warnings,
+            usage_details,
         }
     }
 
     fn sse_frames(self, ctx: &ReplyContext, include_usage: bool) -> Vec<(Duration, String)> {
         let frame = |v: Value| format!("data: {v}\n\n");
-        let mut frames = vec![(
-            Duration::ZERO,
-            frame(ctx.chunk(json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]))),
-        )];
+        let mut first = ctx.chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]),
+        );
+        if !self.warnings.is_empty() {
+            first["warnings"] = self.warnings.into();
+        }
+        let mut frames = vec![(Duration::ZERO, frame(first))];
         for delta in self.deltas {
             let chunk = ctx.chunk(json!([{"index": 0, "delta": delta, "finish_reason": null}]));
             frames.push((self.delay, frame(chunk)));
@@ -505,7 +767,7 @@ impl Plan {
         ));
         if include_usage {
             let mut chunk = ctx.chunk(json!([]));
-            chunk["usage"] = ctx.usage(self.output_tokens);
+            chunk["usage"] = ctx.usage(self.output_tokens, self.usage_details.as_ref());
             frames.push((Duration::ZERO, frame(chunk)));
         }
         frames.push((Duration::ZERO, "data: [DONE]\n\n".to_owned()));
@@ -513,14 +775,18 @@ impl Plan {
     }
 
     fn completion(self, ctx: &ReplyContext) -> Value {
-        json!({
+        let mut completion = json!({
             "id": ctx.id,
             "object": "chat.completion",
             "created": CREATED,
             "model": ctx.model,
             "choices": [{"index": 0, "message": self.message, "finish_reason": self.finish_reason}],
-            "usage": ctx.usage(self.output_tokens),
-        })
+            "usage": ctx.usage(self.output_tokens, self.usage_details.as_ref()),
+        });
+        if !self.warnings.is_empty() {
+            completion["warnings"] = self.warnings.into();
+        }
+        completion
     }
 }
 

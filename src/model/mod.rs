@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Deserializer};
 use tokio_util::sync::CancellationToken;
 
-pub use mock::{Fallback, MockOpenAi, MockReply, planner_reply};
+pub use mock::{Fallback, MockOpenAi, MockReply, MockRich, MockUsageDetails, planner_reply};
 pub use openai::OpenAiProvider;
 pub use sse::{SseEvent, SseParser};
 
@@ -293,9 +293,10 @@ impl std::iter::Sum for Usage {
 
 /// One event of a streamed model response.
 ///
-/// Order: `ResponseMetadata` first (exactly once), then deltas as they arrive, then one
-/// `ToolCallEnd` per call in index order, then `Finish` exactly once. `Raw` events precede the
-/// events derived from the same payload.
+/// Order: `ResponseMetadata` first (exactly once), then the `Warning`s about the request, then
+/// deltas, sources, files and provider warnings as they arrive, then one `ToolCallEnd` per call
+/// in index order, then `Finish` exactly once. `Raw` events precede the events derived from the
+/// same payload.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelEvent {
     /// Response id, model and the provider headers worth keeping.
@@ -306,7 +307,9 @@ pub enum ModelEvent {
         model: Option<String>,
         /// Unix seconds when the response was created.
         created: Option<i64>,
-        /// Kept headers (lower-case names): `x-ratelimit-*`, `retry-after`, `x-request-id`, `openai-processing-ms`.
+        /// The response headers (lower-case names; repeated ones joined with `, `), except
+        /// hop-by-hop headers (`connection`, `keep-alive`, `transfer-encoding`, …) and cookies
+        /// (`set-cookie`, `set-cookie2`, `cookie`).
         headers: BTreeMap<String, String>,
     },
     /// A piece of the answer text.

@@ -6,11 +6,28 @@
 //!   `extra_body` (`{"max_completion_tokens": N, "max_tokens": null}`).
 //! - `tools`/`tool_choice` are omitted when no tool is offered (OpenAI rejects a lone
 //!   `tool_choice`); `top_k` is only sent when set.
-//! - With `structured_output = false`, a JSON-schema response format degrades to `json_object`;
-//!   the caller is expected to describe the schema in the prompt.
+//! - With `structured_output = false`, a JSON-schema response format degrades to `json_object`
+//!   (with a [`ModelEvent::Warning`]); the caller is expected to describe the schema in the
+//!   prompt.
+//! - `provider_options` are read as the reference reads them (see `provider_option_fields`):
+//!   the entries under `openai`, `openaiCompatible`, `openai-compatible` and the provider's own
+//!   name; other providers' entries are ignored. They go after agentd's own fields and before
+//!   `extra_body`, which wins.
 //! - A server that ignores `stream: true` and answers with one JSON completion is accepted too.
+//!
+//! Warnings ([`ModelEvent::Warning`]) about the request come right after the metadata, and only
+//! for settings that are really not sent: a JSON schema degraded to `json_object`, and a
+//! `Required` or named tool choice without tools. Every sampling setting that is set is sent as
+//! is (`top_k` and `seed` included), so none of them warns. Also reported as warnings, as they
+//! arrive: the provider's own top-level `warnings` (strings, or objects with a `message`; each
+//! distinct text once), and generated images that cannot be decoded (nothing is downloaded).
+//!
+//! Response extras: `url_citation` annotations become [`ModelEvent::Source`]s (once each),
+//! `images` on the delta (OpenRouter) become [`ModelEvent::File`]s, and the usage details
+//! become `Finish.provider_metadata` as `{"openai": {"cachedPromptTokens", "reasoningTokens",
+//! "acceptedPredictionTokens", "rejectedPredictionTokens"}}` (those present).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::error::Error as _;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -136,8 +153,10 @@ impl OpenAiProvider {
         })
     }
 
-    /// The JSON body of a Chat Completions request.
-    fn request_body(&self, req: &ModelRequest) -> Map<String, Value> {
+    /// The JSON body of a Chat Completions request, and warnings about what it leaves out.
+    fn request_body(&self, req: &ModelRequest) -> (Map<String, Value>, Vec<String>) {
+        let mut warnings = Vec::new();
+        let options = provider_option_fields(&req.provider_options, &self.name);
         let mut body = Map::new();
         body.insert("model".into(), req.model.clone().into());
         body.insert(
@@ -175,6 +194,16 @@ impl OpenAiProvider {
                 };
                 body.insert("tool_choice".into(), choice);
             }
+        } else if let Some(choice @ (ToolChoice::Required | ToolChoice::Tool(_))) = &req.tool_choice
+        {
+            // `Auto` and `None` hold trivially without tools; these two cannot.
+            let choice = match choice {
+                ToolChoice::Tool(name) => format!("tool {name:?}"),
+                _ => "required".to_owned(),
+            };
+            warnings.push(format!(
+                "toolChoice {choice} is not sent: no tools are offered"
+            ));
         }
         let s = &req.settings;
         let optional = [
@@ -200,12 +229,20 @@ impl OpenAiProvider {
                 schema,
                 strict,
             }) if self.structured_output => {
+                let strict = options.strict_json_schema.unwrap_or(*strict);
                 body.insert(
                     "response_format".into(),
                     json!({"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": strict}}),
                 );
             }
-            Some(_) => {
+            Some(format) => {
+                if matches!(format, ResponseFormat::JsonSchema { .. }) {
+                    warnings.push(
+                        "responseFormat: a JSON schema is only supported with structured outputs; \
+                         sent json_object without the schema"
+                            .to_owned(),
+                    );
+                }
                 body.insert("response_format".into(), json!({"type": "json_object"}));
             }
             None => {}
@@ -214,10 +251,10 @@ impl OpenAiProvider {
         if self.include_usage {
             body.insert("stream_options".into(), json!({"include_usage": true}));
         }
-        for (key, value) in &req.extra_body {
-            body.insert(key.clone(), value.clone());
+        for (key, value) in options.body.into_iter().chain(req.extra_body.clone()) {
+            body.insert(key, value);
         }
-        body
+        (body, warnings)
     }
 
     /// Sends the request, retrying connect errors, 429 and 5xx with backoff.
@@ -353,7 +390,8 @@ impl ModelProvider for OpenAiProvider {
         cancel: CancellationToken,
     ) -> Result<ModelStream, ModelError> {
         let max_retries = request.settings.max_retries.unwrap_or(self.max_retries);
-        let body = serde_json::to_vec(&self.request_body(&request))
+        let (body, warnings) = self.request_body(&request);
+        let body = serde_json::to_vec(&body)
             .map_err(|e| ModelError::Protocol(format!("cannot encode request: {e}")))?;
         tracing::debug!(provider = %self.name, model = %request.model, "model request");
         let response = self
@@ -384,7 +422,7 @@ impl ModelProvider for OpenAiProvider {
             cancel,
             finished,
             parser: SseParser::new(),
-            decoder: ChunkDecoder::new(headers),
+            decoder: ChunkDecoder::new(headers, warnings),
             include_raw: request.include_raw,
             json_body: json_body.then(Vec::new),
             pending: VecDeque::new(),
@@ -624,21 +662,33 @@ struct PartialCall {
 struct ChunkDecoder {
     /// Headers for the metadata event; `None` once it was emitted.
     headers: Option<BTreeMap<String, String>>,
+    /// Warnings about the request, emitted right after the metadata.
+    request_warnings: Vec<String>,
+    /// Warning texts already emitted: gateways may repeat theirs on every chunk.
+    warned: HashSet<String>,
+    /// Annotations already turned into sources, for servers that repeat them.
+    cited: HashSet<String>,
     calls: BTreeMap<u32, PartialCall>,
     /// Index of the call that received the last fragment, for servers that omit `index`.
     last_call: Option<u32>,
     finish_reason: Option<String>,
     usage: Option<Usage>,
+    /// `{"openai": {...}}` from the latest usage report.
+    provider_metadata: Option<Value>,
 }
 
 impl ChunkDecoder {
-    fn new(headers: BTreeMap<String, String>) -> Self {
+    fn new(headers: BTreeMap<String, String>, request_warnings: Vec<String>) -> Self {
         Self {
             headers: Some(headers),
+            request_warnings,
+            warned: HashSet::new(),
+            cited: HashSet::new(),
             calls: BTreeMap::new(),
             last_call: None,
             finish_reason: None,
             usage: None,
+            provider_metadata: None,
         }
     }
 
@@ -651,15 +701,41 @@ impl ChunkDecoder {
                 created: field("created").and_then(Value::as_i64),
                 headers,
             });
+            for warning in std::mem::take(&mut self.request_warnings) {
+                self.warn(warning, out);
+            }
+        }
+    }
+
+    fn warn(&mut self, warning: String, out: &mut Vec<ModelEvent>) {
+        if self.warned.insert(warning.clone()) {
+            out.push(ModelEvent::Warning(warning));
         }
     }
 
     fn on_chunk(&mut self, chunk: &Value, out: &mut Vec<ModelEvent>) {
         self.emit_metadata(Some(chunk), out);
+        if let Some(warnings) = chunk.get("warnings").and_then(Value::as_array) {
+            for warning in warnings {
+                let text = match warning {
+                    Value::String(text) => text.clone(),
+                    Value::Null => continue,
+                    other => match other.get("message").and_then(Value::as_str) {
+                        Some(message) => message.to_owned(),
+                        // Better shown as JSON than lost.
+                        None => preview(&other.to_string()),
+                    },
+                };
+                if !text.trim().is_empty() {
+                    self.warn(text, out);
+                }
+            }
+        }
         // Usage may come on every chunk (vLLM's continuous stats are cumulative) or only on the
         // last one; the latest report wins.
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
             self.usage = Some(parse_usage(usage));
+            self.provider_metadata = usage_metadata(usage);
         }
         let Some(choices) = chunk.get("choices").and_then(Value::as_array) else {
             return;
@@ -698,6 +774,74 @@ impl ChunkDecoder {
             for call in calls {
                 self.on_tool_call_delta(call, out);
             }
+        }
+        if let Some(annotations) = delta.get("annotations").and_then(Value::as_array) {
+            for annotation in annotations {
+                self.on_annotation(annotation, out);
+            }
+        }
+        if let Some(images) = delta.get("images").and_then(Value::as_array) {
+            for image in images {
+                self.on_image(image, out);
+            }
+        }
+    }
+
+    /// A `url_citation` annotation becomes a `url` source, once.
+    fn on_annotation(&mut self, annotation: &Value, out: &mut Vec<ModelEvent>) {
+        if annotation.get("type").and_then(Value::as_str) != Some("url_citation") {
+            return;
+        }
+        // Some gateways put the citation's fields on the annotation itself.
+        let citation = annotation
+            .get("url_citation")
+            .filter(|c| c.is_object())
+            .unwrap_or(annotation);
+        let text = |name: &str| citation.get(name).and_then(Value::as_str);
+        let Some(url) = text("url").filter(|u| !u.is_empty()) else {
+            return;
+        };
+        if !self.cited.insert(annotation.to_string()) {
+            return;
+        }
+        out.push(ModelEvent::Source {
+            id: text("id")
+                .or_else(|| annotation.get("id").and_then(Value::as_str))
+                .map_or_else(|| generated_id("source"), str::to_owned),
+            source_type: "url".to_owned(),
+            url: url.to_owned(),
+            title: text("title").unwrap_or_default().to_owned(),
+        });
+    }
+
+    /// A generated image (`{"type": "image_url", "image_url": {"url": "data:…"}}`) becomes a
+    /// file; one that cannot be decoded becomes a warning, since nothing is fetched.
+    fn on_image(&mut self, image: &Value, out: &mut Vec<ModelEvent>) {
+        // OpenRouter's shape first, then the flatter ones some servers use.
+        let url = [
+            image.pointer("/image_url/url"),
+            image.get("image_url"),
+            image.get("url"),
+        ]
+        .into_iter()
+        .flatten()
+        .find_map(Value::as_str);
+        match url.map(|url| (url, decode_data_url(url))) {
+            Some((_, Some((data, mime_type)))) => out.push(ModelEvent::File { data, mime_type }),
+            Some((url, None)) => self.warn(
+                format!(
+                    "skipped a generated image that is not a decodable data: URL: {}",
+                    preview(url)
+                ),
+                out,
+            ),
+            None => self.warn(
+                format!(
+                    "skipped a generated image without a URL: {}",
+                    preview(&image.to_string())
+                ),
+                out,
+            ),
         }
     }
 
@@ -750,7 +894,7 @@ impl ChunkDecoder {
         }
         if !call.started && !call.name.is_empty() {
             if call.id.is_empty() {
-                call.id = generated_call_id();
+                call.id = generated_id("call");
             }
             call.started = true;
             out.push(ModelEvent::ToolCallStart {
@@ -793,7 +937,7 @@ impl ChunkDecoder {
             if !started {
                 // A call without a name is still reported, so the loop can tell the model.
                 if id.is_empty() {
-                    id = generated_call_id();
+                    id = generated_id("call");
                 }
                 out.push(ModelEvent::ToolCallStart {
                     index,
@@ -816,7 +960,7 @@ impl ChunkDecoder {
         out.push(ModelEvent::Finish {
             reason: map_finish_reason(self.finish_reason.as_deref(), had_calls),
             usage: self.usage.unwrap_or_default(),
-            provider_metadata: None,
+            provider_metadata: self.provider_metadata.take(),
         });
     }
 }
@@ -853,6 +997,228 @@ fn parse_usage(usage: &Value) -> Usage {
     }
 }
 
+/// What the request's provider options contribute.
+#[derive(Debug, Default, PartialEq)]
+struct OptionFields {
+    /// Top-level body fields.
+    body: Map<String, Value>,
+    /// Overrides the schema's own `strict` when a `json_schema` response format is sent.
+    strict_json_schema: Option<bool>,
+}
+
+/// How a known option key of @ai-sdk/openai's chat model reaches the request.
+#[derive(Debug, Clone, Copy)]
+enum OptionField {
+    /// Sent as this body field.
+    Body(&'static str),
+    /// `true` → `logprobs` (and `top_logprobs: 0`, as the reference), `n` → `top_logprobs: n`.
+    Logprobs,
+    /// Not a body field: sets `response_format.json_schema.strict`.
+    StrictJsonSchema,
+}
+
+/// The known option keys; any other key is copied into the body verbatim.
+const OPTION_FIELDS: &[(&str, OptionField)] = &[
+    ("logitBias", OptionField::Body("logit_bias")),
+    ("logprobs", OptionField::Logprobs),
+    ("user", OptionField::Body("user")),
+    (
+        "parallelToolCalls",
+        OptionField::Body("parallel_tool_calls"),
+    ),
+    ("reasoningEffort", OptionField::Body("reasoning_effort")),
+    (
+        "maxCompletionTokens",
+        OptionField::Body("max_completion_tokens"),
+    ),
+    ("store", OptionField::Body("store")),
+    ("metadata", OptionField::Body("metadata")),
+    ("prediction", OptionField::Body("prediction")),
+    ("serviceTier", OptionField::Body("service_tier")),
+    ("textVerbosity", OptionField::Body("verbosity")),
+    ("promptCacheKey", OptionField::Body("prompt_cache_key")),
+    (
+        "promptCacheOptions",
+        OptionField::Body("prompt_cache_options"),
+    ),
+    (
+        "promptCacheRetention",
+        OptionField::Body("prompt_cache_retention"),
+    ),
+    ("safetyIdentifier", OptionField::Body("safety_identifier")),
+    ("strictJsonSchema", OptionField::StrictJsonSchema),
+];
+
+/// Reads the reference's per-provider options (`{"openai": {...}, "anthropic": {...}}`) the way
+/// @ai-sdk/openai and @ai-sdk/openai-compatible do: the entries under `openai`,
+/// `openaiCompatible`, `openai-compatible`, the provider's name and its camelCase form are
+/// merged in that order (later wins); other providers' entries are ignored.
+fn provider_option_fields(options: &Map<String, Value>, provider_name: &str) -> OptionFields {
+    let camel = camel_case(provider_name);
+    let keys = [
+        "openai",
+        "openaiCompatible",
+        "openai-compatible",
+        provider_name,
+        camel.as_str(),
+    ];
+    let mut merged = Map::new();
+    for key in keys {
+        if let Some(Value::Object(entry)) = options.get(key) {
+            merged.extend(entry.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+    }
+    let mut fields = OptionFields::default();
+    let mut known = Vec::new();
+    for (key, value) in merged {
+        match OPTION_FIELDS.iter().find(|(name, _)| *name == key) {
+            Some((_, field)) => known.push((*field, value)),
+            None => {
+                fields.body.insert(key, value);
+            }
+        }
+    }
+    // Known keys last, so that `reasoningEffort` wins over a verbatim `reasoning_effort`.
+    for (field, value) in known {
+        match (field, value) {
+            // Null means unset (the reference rejects it): it can still clear an earlier entry.
+            (_, Value::Null) => {}
+            (OptionField::Body(name), value) => {
+                fields.body.insert(name.into(), value);
+            }
+            (OptionField::Logprobs, Value::Bool(false)) => {}
+            (OptionField::Logprobs, Value::Bool(true)) => {
+                fields.body.insert("logprobs".into(), true.into());
+                fields.body.insert("top_logprobs".into(), 0.into());
+            }
+            (OptionField::Logprobs, n @ Value::Number(_)) => {
+                fields.body.insert("logprobs".into(), true.into());
+                fields.body.insert("top_logprobs".into(), n);
+            }
+            // Neither form: let the provider judge it.
+            (OptionField::Logprobs, other) => {
+                fields.body.insert("logprobs".into(), other);
+            }
+            (OptionField::StrictJsonSchema, Value::Bool(strict)) => {
+                fields.strict_json_schema = Some(strict);
+            }
+            (OptionField::StrictJsonSchema, _) => {}
+        }
+    }
+    fields
+}
+
+/// `my-provider` / `my_provider` → `myProvider`, as the reference derives the camelCase key.
+fn camel_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut chars = name.chars().peekable();
+    while let Some(c) = chars.next() {
+        match chars.peek() {
+            Some(next) if matches!(c, '-' | '_') && next.is_ascii_lowercase() => {
+                out.push(next.to_ascii_uppercase());
+                chars.next();
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Usage details as @ai-sdk/openai names them in its provider metadata, and where they are.
+const USAGE_METADATA: &[(&str, &str)] = &[
+    ("cachedPromptTokens", "/prompt_tokens_details/cached_tokens"),
+    (
+        "reasoningTokens",
+        "/completion_tokens_details/reasoning_tokens",
+    ),
+    (
+        "acceptedPredictionTokens",
+        "/completion_tokens_details/accepted_prediction_tokens",
+    ),
+    (
+        "rejectedPredictionTokens",
+        "/completion_tokens_details/rejected_prediction_tokens",
+    ),
+];
+
+/// `{"openai": {...}}` with the usage details present in `usage`; `None` when there are none.
+fn usage_metadata(usage: &Value) -> Option<Value> {
+    let details: Map<String, Value> = USAGE_METADATA
+        .iter()
+        .filter_map(|(name, pointer)| {
+            let count = usage.pointer(pointer).filter(|v| v.is_number())?;
+            Some(((*name).to_owned(), count.clone()))
+        })
+        .collect();
+    (!details.is_empty()).then(|| json!({ "openai": details }))
+}
+
+/// Decodes an RFC 2397 `data:` URL into its bytes and media type.
+fn decode_data_url(url: &str) -> Option<(Vec<u8>, String)> {
+    let url = url.trim();
+    let scheme = url.get(..5)?;
+    if !scheme.eq_ignore_ascii_case("data:") {
+        return None;
+    }
+    let (meta, payload) = url.get(5..)?.split_once(',')?;
+    let mut params = meta.split(';').map(str::trim);
+    let mime_type = match params.next() {
+        Some(mime) if !mime.is_empty() => mime.to_ascii_lowercase(),
+        _ => "text/plain".to_owned(),
+    };
+    let is_base64 = params.any(|p| p.eq_ignore_ascii_case("base64"));
+    let data = percent_decode(payload);
+    let data = if is_base64 {
+        decode_base64(&data)?
+    } else {
+        data
+    };
+    Some((data, mime_type))
+}
+
+/// `%XX` escapes to bytes; anything else, a malformed escape included, is kept as is.
+fn percent_decode(text: &str) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    let hex = |i: usize| bytes.get(i).and_then(|&b| (b as char).to_digit(16));
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let (Some(high), Some(low)) = (hex(i + 1), hex(i + 2))
+        {
+            // Two hex digits: always below 256.
+            out.push((high * 16 + low) as u8);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Base64 as servers really send it: padded or not, standard or URL-safe alphabet, with line
+/// breaks.
+fn decode_base64(text: &[u8]) -> Option<Vec<u8>> {
+    use base64::Engine;
+    use base64::alphabet::{STANDARD, URL_SAFE};
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    let text: Vec<u8> = text
+        .iter()
+        .copied()
+        .filter(|b| !b.is_ascii_whitespace())
+        .collect();
+    let config = GeneralPurposeConfig::new()
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+        .with_decode_allow_trailing_bits(true);
+    let alphabet = if text.iter().any(|b| matches!(b, b'-' | b'_')) {
+        &URL_SAFE
+    } else {
+        &STANDARD
+    };
+    GeneralPurpose::new(alphabet, config).decode(text).ok()
+}
+
 /// Reshapes a non-streamed `chat.completion` so the chunk decoder can read it.
 fn completion_as_chunk(mut completion: Value) -> Value {
     if let Some(choices) = completion.get_mut("choices").and_then(Value::as_array_mut) {
@@ -885,14 +1251,14 @@ fn preview(text: &str) -> String {
     }
 }
 
-/// A unique id for a tool call the server sent without one.
-fn generated_call_id() -> String {
+/// A unique id (`call_…`, `source_…`) for an item the server sent without one.
+fn generated_id(prefix: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("call_{nanos:x}{n:x}")
+    format!("{prefix}_{nanos:x}{n:x}")
 }
 
 fn message_json(message: &ChatMessage) -> Value {
@@ -982,22 +1348,42 @@ fn base64(data: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(data)
 }
 
-/// Provider response headers worth keeping in the response metadata.
+/// Response headers that describe the connection rather than the answer (RFC 9110 §7.6.1).
+const HOP_BY_HOP_HEADERS: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "trailers",
+    "transfer-encoding",
+    "upgrade",
+];
+/// Cookies may carry session secrets and mean nothing to the caller.
+const COOKIE_HEADERS: &[&str] = &["set-cookie", "set-cookie2", "cookie"];
+
+/// The response headers for the metadata: all of them (provider rate limits, request ids…)
+/// except hop-by-hop and cookie headers; repeated headers are joined with `, ` as `fetch` does.
 fn kept_headers(headers: &HeaderMap) -> BTreeMap<String, String> {
-    headers
-        .iter()
-        .filter(|(name, _)| {
-            let name = name.as_str();
-            name.starts_with("x-ratelimit-")
-                || matches!(
-                    name,
-                    "retry-after" | "retry-after-ms" | "x-request-id" | "openai-processing-ms"
-                )
-        })
-        .filter_map(|(name, value)| {
-            Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned()))
-        })
-        .collect()
+    let mut kept: BTreeMap<String, String> = BTreeMap::new();
+    for (name, value) in headers {
+        let name = name.as_str(); // already lower-case
+        if HOP_BY_HOP_HEADERS.contains(&name) || COOKIE_HEADERS.contains(&name) {
+            continue;
+        }
+        // A value that is not text cannot be passed on faithfully, so it is left out.
+        let Ok(value) = std::str::from_utf8(value.as_bytes()) else {
+            continue;
+        };
+        kept.entry(name.to_owned())
+            .and_modify(|joined| {
+                joined.push_str(", ");
+                joined.push_str(value);
+            })
+            .or_insert_with(|| value.to_owned());
+    }
+    kept
 }
 
 /// Exponential backoff: 200 ms, 400 ms, 800 ms, … capped at [`BACKOFF_MAX`].
@@ -1103,7 +1489,7 @@ mod tests {
     use super::*;
 
     fn decode(chunks: &[Value]) -> Vec<ModelEvent> {
-        let mut decoder = ChunkDecoder::new(BTreeMap::new());
+        let mut decoder = ChunkDecoder::new(BTreeMap::new(), Vec::new());
         let mut out = Vec::new();
         for chunk in chunks {
             decoder.on_chunk(chunk, &mut out);
@@ -1237,6 +1623,307 @@ mod tests {
             .filter(|e| matches!(e, ModelEvent::ReasoningDelta(_)))
             .collect();
         assert_eq!(reasoning, [&ModelEvent::ReasoningDelta("hm".into())]);
+    }
+
+    fn options(value: Value) -> Map<String, Value> {
+        value.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn provider_options_map_known_keys_and_copy_the_rest() {
+        // (options under "openai", expected body fields)
+        let cases = [
+            (
+                json!({"logitBias": {"50256": -100}}),
+                json!({"logit_bias": {"50256": -100}}),
+            ),
+            (
+                json!({"logprobs": true}),
+                json!({"logprobs": true, "top_logprobs": 0}),
+            ),
+            (
+                json!({"logprobs": 3}),
+                json!({"logprobs": true, "top_logprobs": 3}),
+            ),
+            (json!({"logprobs": false}), json!({})),
+            (json!({"user": "u-1"}), json!({"user": "u-1"})),
+            (
+                json!({"parallelToolCalls": false}),
+                json!({"parallel_tool_calls": false}),
+            ),
+            (
+                json!({"reasoningEffort": "low"}),
+                json!({"reasoning_effort": "low"}),
+            ),
+            (
+                json!({"maxCompletionTokens": 99}),
+                json!({"max_completion_tokens": 99}),
+            ),
+            (json!({"store": true}), json!({"store": true})),
+            (
+                json!({"metadata": {"k": "v"}}),
+                json!({"metadata": {"k": "v"}}),
+            ),
+            (
+                json!({"prediction": {"type": "content", "content": "x"}}),
+                json!({"prediction": {"type": "content", "content": "x"}}),
+            ),
+            (
+                json!({"serviceTier": "flex"}),
+                json!({"service_tier": "flex"}),
+            ),
+            (json!({"textVerbosity": "low"}), json!({"verbosity": "low"})),
+            (
+                json!({"promptCacheKey": "k"}),
+                json!({"prompt_cache_key": "k"}),
+            ),
+            (
+                json!({"promptCacheOptions": {"a": 1}}),
+                json!({"prompt_cache_options": {"a": 1}}),
+            ),
+            (
+                json!({"promptCacheRetention": "24h"}),
+                json!({"prompt_cache_retention": "24h"}),
+            ),
+            (
+                json!({"safetyIdentifier": "s"}),
+                json!({"safety_identifier": "s"}),
+            ),
+            (json!({"strictJsonSchema": false}), json!({})),
+            (json!({"user": null}), json!({})),
+            (
+                json!({"top_k": 5, "chat_template_kwargs": {"x": 1}}),
+                json!({"top_k": 5, "chat_template_kwargs": {"x": 1}}),
+            ),
+            // The mapped key wins over a verbatim field of the same name.
+            (
+                json!({"reasoningEffort": "low", "reasoning_effort": "high"}),
+                json!({"reasoning_effort": "low"}),
+            ),
+        ];
+        for (entry, expected) in cases {
+            let fields =
+                provider_option_fields(&options(json!({ "openai": entry.clone() })), "mock");
+            assert_eq!(Value::Object(fields.body), expected, "options {entry}");
+        }
+        let fields = provider_option_fields(
+            &options(json!({"openai": {"strictJsonSchema": false}})),
+            "x",
+        );
+        assert_eq!(fields.strict_json_schema, Some(false));
+    }
+
+    #[test]
+    fn provider_options_are_merged_by_key_in_order() {
+        let all = options(json!({
+            "openai": {"user": "openai", "a": 1},
+            "openaiCompatible": {"user": "compatible", "b": 1},
+            "openai-compatible": {"user": "dashed", "c": 1},
+            "my-gateway": {"user": "name", "d": 1},
+            "myGateway": {"user": "camel", "e": 1},
+            "anthropic": {"user": "other", "thinking": {"type": "enabled"}},
+            "ignored": "not an object",
+        }));
+        let fields = provider_option_fields(&all, "my-gateway");
+        assert_eq!(
+            Value::Object(fields.body),
+            json!({"a": 1, "b": 1, "c": 1, "d": 1, "e": 1, "user": "camel"})
+        );
+        // Without the provider's own entries, the last generic key wins.
+        let fields = provider_option_fields(&all, "local");
+        assert_eq!(fields.body["user"], json!("dashed"));
+        assert!(
+            provider_option_fields(&options(json!({"anthropic": {"x": 1}})), "mock")
+                .body
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn camel_case_follows_the_reference() {
+        for (name, camel) in [
+            ("openai", "openai"),
+            ("my-gateway", "myGateway"),
+            ("my_gateway", "myGateway"),
+            ("a-b-c", "aBC"),
+            ("trailing-", "trailing-"),
+            ("x-1", "x-1"),
+        ] {
+            assert_eq!(camel_case(name), camel);
+        }
+    }
+
+    #[test]
+    fn headers_keep_all_but_hop_by_hop_and_cookies() {
+        let mut h = HeaderMap::new();
+        for (name, value) in [
+            ("content-type", "text/event-stream"),
+            ("x-request-id", "req_1"),
+            ("anthropic-ratelimit-requests-remaining", "49"),
+            ("set-cookie", "session=secret"),
+            ("set-cookie2", "a=b"),
+            ("cookie", "c=d"),
+            ("connection", "keep-alive"),
+            ("keep-alive", "timeout=5"),
+            ("proxy-authenticate", "Basic"),
+            ("proxy-authorization", "Basic x"),
+            ("te", "trailers"),
+            ("trailer", "x-checksum"),
+            ("trailers", "x"),
+            ("transfer-encoding", "chunked"),
+            ("upgrade", "h2c"),
+        ] {
+            h.append(name, HeaderValue::from_static(value));
+        }
+        h.append("vary", HeaderValue::from_static("origin"));
+        h.append("vary", HeaderValue::from_static("accept"));
+        let kept = kept_headers(&h);
+        let expected: BTreeMap<String, String> = [
+            ("anthropic-ratelimit-requests-remaining", "49"),
+            ("content-type", "text/event-stream"),
+            ("vary", "origin, accept"),
+            ("x-request-id", "req_1"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        assert_eq!(kept, expected);
+    }
+
+    #[test]
+    fn data_urls_decode() {
+        let ok = [
+            ("data:image/png;base64,Zm9v", b"foo".as_slice(), "image/png"),
+            ("DATA:Image/PNG;BASE64,Zm9vYg", b"foob", "image/png"),
+            ("data:image/webp;base64,Zm9v\nYmFy", b"foobar", "image/webp"),
+            (
+                "data:application/octet-stream;base64,-_8=",
+                &[0xfb, 0xff],
+                "application/octet-stream",
+            ),
+            ("data:,a%20b", b"a b", "text/plain"),
+            ("data:text/plain;charset=utf-8,%zz", b"%zz", "text/plain"),
+        ];
+        for (url, data, mime) in ok {
+            assert_eq!(
+                decode_data_url(url),
+                Some((data.to_vec(), mime.to_owned())),
+                "{url}"
+            );
+        }
+        for bad in [
+            "https://example.com/a.png",
+            "data:image/png;base64",
+            "data:image/png;base64,@@@",
+            "dat",
+            "",
+        ] {
+            assert_eq!(decode_data_url(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn usage_metadata_names_the_details_present() {
+        assert_eq!(usage_metadata(&json!({"prompt_tokens": 1})), None);
+        assert_eq!(
+            usage_metadata(&json!({"prompt_tokens_details": {"cached_tokens": null}})),
+            None
+        );
+        assert_eq!(
+            usage_metadata(&json!({
+                "prompt_tokens_details": {"cached_tokens": 5, "audio_tokens": 0},
+                "completion_tokens_details": {
+                    "reasoning_tokens": 2,
+                    "accepted_prediction_tokens": 3,
+                    "rejected_prediction_tokens": 4,
+                },
+            })),
+            Some(json!({"openai": {
+                "cachedPromptTokens": 5,
+                "reasoningTokens": 2,
+                "acceptedPredictionTokens": 3,
+                "rejectedPredictionTokens": 4,
+            }}))
+        );
+    }
+
+    #[test]
+    fn annotations_images_and_provider_warnings_are_decoded() {
+        let citation = json!({"type": "url_citation", "url_citation": {
+            "url": "https://a.example", "title": "A", "start_index": 0, "end_index": 3,
+        }});
+        let events = decode(&[
+            json!({"warnings": ["w1", {"message": "w2"}, {"type": "other"}], "choices": []}),
+            // Repeated warnings and annotations are reported once.
+            json!({"warnings": ["w1"], "choices": [{"delta": {"annotations": [citation]}}]}),
+            json!({"choices": [{"delta": {"annotations": [
+                citation,
+                {"type": "url_citation", "url_citation": {"url": "https://b.example"}},
+                {"type": "file_citation", "file_citation": {"file_id": "f"}},
+                {"type": "url_citation", "url_citation": {"title": "no url"}},
+            ]}}]}),
+            json!({"choices": [{"delta": {"images": [
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,Zm9v"}},
+                {"type": "image_url", "image_url": {"url": "https://img.example/x.png"}},
+                {"type": "image_url"},
+            ]}}]}),
+        ]);
+        let warnings: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match e {
+                ModelEvent::Warning(w) => Some(w.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(warnings.len(), 5, "{warnings:?}");
+        assert_eq!(&warnings[..3], ["w1", "w2", r#"{"type":"other"}"#]);
+        assert!(
+            warnings[3].contains("https://img.example/x.png"),
+            "{warnings:?}"
+        );
+        assert!(warnings[4].contains("without a URL"), "{warnings:?}");
+        let sources: Vec<(&str, &str, &str)> = events
+            .iter()
+            .filter_map(|e| match e {
+                ModelEvent::Source {
+                    id,
+                    source_type,
+                    url,
+                    title,
+                } => {
+                    assert!(id.starts_with("source_"), "{id}");
+                    Some((source_type.as_str(), url.as_str(), title.as_str()))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            sources,
+            [
+                ("url", "https://a.example", "A"),
+                ("url", "https://b.example", "")
+            ]
+        );
+        let files: Vec<_> = events
+            .iter()
+            .filter(|e| matches!(e, ModelEvent::File { .. }))
+            .collect();
+        assert_eq!(
+            files,
+            [&ModelEvent::File {
+                data: b"foo".to_vec(),
+                mime_type: "image/png".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn request_warnings_follow_the_metadata() {
+        let mut decoder = ChunkDecoder::new(BTreeMap::new(), vec!["ignored".into()]);
+        let mut out = Vec::new();
+        decoder.finish(&mut out);
+        assert!(matches!(out[0], ModelEvent::ResponseMetadata { .. }));
+        assert_eq!(out[1], ModelEvent::Warning("ignored".into()));
     }
 
     #[test]
