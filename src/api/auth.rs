@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
+use subtle::{Choice, ConstantTimeEq};
 use tonic::{Request, Status};
 
 /// Accepted API keys, kept only as SHA-256 digests.
@@ -63,15 +64,13 @@ impl ApiKeys {
             ));
         };
         let presented = digest(key);
-        // Compare every digest fully so timing does not reveal which bytes matched.
-        let known = self.digests.iter().fold(false, |found, d| {
-            found
-                | (d.iter()
-                    .zip(presented.iter())
-                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                    == 0)
-        });
-        if known {
+        // Constant-time per digest, and every digest is compared, so timing reveals neither
+        // which bytes matched nor which key did.
+        let known = self
+            .digests
+            .iter()
+            .fold(Choice::from(0), |found, d| found | d.ct_eq(&presented));
+        if bool::from(known) {
             Ok(request)
         } else {
             Err(Status::unauthenticated("invalid API key"))
