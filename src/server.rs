@@ -9,10 +9,10 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::server::NamedService;
-use tonic::service::interceptor::InterceptedService;
 use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
+use tower::Layer;
 use tracing::{info, warn};
 
 use crate::agent::Agents;
@@ -21,6 +21,7 @@ use crate::agent::runtime::{Runtime, RuntimeLimits};
 use crate::api::agents::AgentApi;
 use crate::api::approvals::ApprovalApi;
 use crate::api::auth::ApiKeys;
+use crate::api::layer::RpcLayer;
 use crate::api::tasks::TaskApi;
 use crate::config::{Config, StoreKind, redact_url};
 use crate::pb;
@@ -149,7 +150,8 @@ pub async fn serve(
     if keys.enabled() {
         info!("bearer API keys required on agentd.v1 services");
     }
-    let auth = keys;
+    // Auth and the RPC span of every agentd call; health and reflection stay outside it.
+    let rpc = RpcLayer::new(keys);
 
     let tasks = TaskApi::new(
         TaskLists::new(store.clone()),
@@ -188,18 +190,11 @@ pub async fn serve(
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
-        .add_service(InterceptedService::new(
-            TaskServiceServer::new(tasks).max_decoding_message_size(limit),
-            auth.clone(),
-        ))
-        .add_service(InterceptedService::new(
-            AgentServiceServer::new(agents).max_decoding_message_size(limit),
-            auth.clone(),
-        ))
-        .add_service(InterceptedService::new(
-            ApprovalServiceServer::new(approvals).max_decoding_message_size(limit),
-            auth,
-        ))
+        .add_service(rpc.layer(TaskServiceServer::new(tasks).max_decoding_message_size(limit)))
+        .add_service(rpc.layer(AgentServiceServer::new(agents).max_decoding_message_size(limit)))
+        .add_service(
+            rpc.layer(ApprovalServiceServer::new(approvals).max_decoding_message_size(limit)),
+        )
         .serve_with_incoming_shutdown(incoming, async move {
             drain.cancelled().await;
         });
