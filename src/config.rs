@@ -11,68 +11,111 @@ use serde::Deserialize;
 
 use crate::model::ProviderConfig;
 
-/// Command-line flags; each one can also be given as the named environment variable.
-#[derive(Debug, Default, Parser)]
-#[command(
-    name = "agentd",
-    version,
-    about = "Runs AI agents behind a gRPC contract"
-)]
-pub struct Cli {
-    /// Path of the TOML config file (optional).
-    #[arg(long, env = "AGENTD_CONFIG")]
-    pub config: Option<PathBuf>,
-    /// Check the configuration (file, environment, flags, agents) and exit.
-    #[arg(long)]
-    pub check_config: bool,
+/// Declares the settings that have an `AGENTD_*` variable and a flag: the [`Cli`] fields, the
+/// [`OVERRIDES`] list and [`Config::apply`] all come from the one table below it.
+macro_rules! overrides {
+    (@value $value:ident) => {
+        $value.clone()
+    };
+    (@value $value:ident, $convert:path) => {
+        $convert($value)
+    };
+    ($(
+        $(#[$attr:meta])*
+        $flag:ident: $ty:ty => $section:ident.$field:ident, $env:literal $(, $convert:path)?;
+    )*) => {
+        /// Command-line flags; each one can also be given as the named environment variable.
+        #[derive(Debug, Default, Parser)]
+        #[command(
+            name = "agentd",
+            version,
+            about = "Runs AI agents behind a gRPC contract"
+        )]
+        pub struct Cli {
+            /// Path of the TOML config file (optional).
+            #[arg(long, env = "AGENTD_CONFIG")]
+            pub config: Option<PathBuf>,
+            /// Check the configuration (file, environment, flags, agents) and exit.
+            #[arg(long)]
+            pub check_config: bool,
+            $(
+                $(#[$attr])*
+                #[arg(long, env = $env)]
+                pub $flag: Option<$ty>,
+            )*
+        }
+
+        /// Every overridable setting as (config key, environment variable).
+        pub const OVERRIDES: &[(&str, &str)] = &[$(
+            (concat!(stringify!($section), ".", stringify!($field)), $env),
+        )*];
+
+        impl Config {
+            /// Applies environment and flag overrides (clap merged the two: a flag wins).
+            pub fn apply(&mut self, cli: &Cli) {
+                $(
+                    if let Some(value) = &cli.$flag {
+                        self.$section.$field = overrides!(@value value $(, $convert)?);
+                    }
+                )*
+            }
+        }
+    };
+}
+
+// Layering, later wins: file, then `AGENTD_*`, then flags. One entry per setting: its doc is
+// the flag's help, the flag is `--` plus the first name in kebab case, then the config key it
+// sets and its variable (and how the text becomes the value, when not by parsing).
+overrides! {
     /// Address to listen on, e.g. 0.0.0.0:50051.
-    #[arg(long, env = "AGENTD_LISTEN")]
-    pub listen: Option<SocketAddr>,
-    /// Store URL: redis://host:port/db, rediss://…, or "embedded" (default).
-    #[arg(long, env = "AGENTD_STORE_URL")]
-    pub store_url: Option<String>,
-    /// Directory of the embedded store.
-    #[arg(long, env = "AGENTD_DATA_DIR")]
-    pub data_dir: Option<PathBuf>,
-    /// Log format: text or json.
-    #[arg(long, env = "AGENTD_LOG_FORMAT")]
-    pub log_format: Option<LogFormat>,
-    /// Log filter, e.g. info or agentd=debug,info.
-    #[arg(long, env = "AGENTD_LOG")]
-    pub log: Option<String>,
+    listen: SocketAddr => server.listen, "AGENTD_LISTEN";
     /// Seconds in-flight calls get to finish after SIGTERM.
-    #[arg(long, env = "AGENTD_SHUTDOWN_GRACE_SECS")]
-    pub shutdown_grace_secs: Option<u64>,
+    shutdown_grace_secs: u64 => server.shutdown_grace_secs, "AGENTD_SHUTDOWN_GRACE_SECS";
     /// Milliseconds between store health probes.
-    #[arg(long, env = "AGENTD_HEALTH_INTERVAL_MS")]
-    pub health_interval_ms: Option<u64>,
-    /// Largest accepted request, in bytes.
-    #[arg(long, env = "AGENTD_MAX_REQUEST_BYTES")]
-    pub max_request_bytes: Option<usize>,
-    /// Most tasks in one list.
-    #[arg(long, env = "AGENTD_MAX_TASKS")]
-    pub max_tasks: Option<usize>,
-    /// Longest accepted text field (task content, titles…), in bytes.
-    #[arg(long, env = "AGENTD_MAX_TEXT_BYTES")]
-    pub max_text_bytes: Option<usize>,
-    /// Longest accepted id (thread, resource, task, run), in bytes.
-    #[arg(long, env = "AGENTD_MAX_ID_BYTES")]
-    pub max_id_bytes: Option<usize>,
-    /// Most runs executing at once on this replica.
-    #[arg(long, env = "AGENTD_MAX_CONCURRENT_RUNS")]
-    pub max_concurrent_runs: Option<usize>,
-    /// Hard ceiling on steps per run.
-    #[arg(long, env = "AGENTD_MAX_STEPS_CEILING")]
-    pub max_steps_ceiling: Option<u32>,
-    /// Seconds a run's chunk log is kept for Observe.
-    #[arg(long, env = "AGENTD_RUN_RETENTION_SECS")]
-    pub run_retention_secs: Option<u64>,
-    /// Seconds a tool call waits for approval before it expires.
-    #[arg(long, env = "AGENTD_APPROVAL_TTL_SECS")]
-    pub approval_ttl_secs: Option<u64>,
+    health_interval_ms: u64 => server.health_interval_ms, "AGENTD_HEALTH_INTERVAL_MS";
+    /// Store URL: redis://host:port/db, rediss://…, or "embedded" (default).
+    store_url: String => store.url, "AGENTD_STORE_URL";
+    /// Directory of the embedded store.
+    data_dir: PathBuf => store.data_dir, "AGENTD_DATA_DIR";
+    /// Log format: text or json.
+    log_format: LogFormat => log.format, "AGENTD_LOG_FORMAT";
+    /// Log filter, e.g. info or agentd=debug,info.
+    log: String => log.filter, "AGENTD_LOG";
     /// Comma-separated bearer API keys clients must send (none: no authentication).
-    #[arg(long, env = "AGENTD_API_KEYS", hide_env_values = true)]
-    pub api_keys: Option<String>,
+    #[arg(hide_env_values = true)]
+    api_keys: String => auth.api_keys, "AGENTD_API_KEYS", comma_list;
+    /// Comma-separated SHA-256 digests (hex) of accepted API keys.
+    api_key_sha256: String => auth.api_key_sha256, "AGENTD_API_KEY_SHA256", comma_list;
+    /// Largest accepted request, in bytes.
+    max_request_bytes: usize => limits.max_request_bytes, "AGENTD_MAX_REQUEST_BYTES";
+    /// Most tasks in one list.
+    max_tasks: usize => limits.max_tasks, "AGENTD_MAX_TASKS";
+    /// Longest accepted text field (task content, titles…), in bytes.
+    max_text_bytes: usize => limits.max_text_bytes, "AGENTD_MAX_TEXT_BYTES";
+    /// Longest accepted id (thread, resource, task, run), in bytes.
+    max_id_bytes: usize => limits.max_id_bytes, "AGENTD_MAX_ID_BYTES";
+    /// Most messages (input plus context) in one request.
+    max_messages: usize => limits.max_messages, "AGENTD_MAX_MESSAGES";
+    /// Most runs executing at once on this replica.
+    max_concurrent_runs: usize => limits.max_concurrent_runs, "AGENTD_MAX_CONCURRENT_RUNS";
+    /// Hard ceiling on steps per run.
+    max_steps_ceiling: u32 => limits.max_steps_ceiling, "AGENTD_MAX_STEPS_CEILING";
+    /// Seconds a run's chunk log is kept for Observe.
+    run_retention_secs: u64 => limits.run_retention_secs, "AGENTD_RUN_RETENTION_SECS";
+    /// Most chunks kept in one run's log.
+    max_log_chunks: usize => limits.max_log_chunks, "AGENTD_MAX_LOG_CHUNKS";
+    /// Seconds a tool call waits for approval before it expires.
+    approval_ttl_secs: u64 => limits.approval_ttl_secs, "AGENTD_APPROVAL_TTL_SECS";
+}
+
+/// A comma-separated list, entries trimmed, empty ones dropped.
+fn comma_list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The whole configuration.
@@ -96,6 +139,7 @@ pub struct Config {
 }
 
 /// Network settings.
+#[cfg_attr(test, derive(serde::Serialize))]
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
@@ -125,6 +169,7 @@ impl ServerConfig {
 }
 
 /// Where state lives.
+#[cfg_attr(test, derive(serde::Serialize))]
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreConfig {
@@ -173,6 +218,7 @@ impl StoreConfig {
 }
 
 /// Client authentication: bearer API keys, required on the agentd services when any is set.
+#[cfg_attr(test, derive(serde::Serialize))]
 #[derive(Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuthConfig {
@@ -197,6 +243,7 @@ impl std::fmt::Debug for AuthConfig {
 }
 
 /// Log output format.
+#[cfg_attr(test, derive(serde::Serialize))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
@@ -208,6 +255,7 @@ pub enum LogFormat {
 }
 
 /// Logging.
+#[cfg_attr(test, derive(serde::Serialize))]
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LogConfig {
@@ -227,6 +275,7 @@ impl Default for LogConfig {
 }
 
 /// Size bounds; requests beyond them are rejected with a clear error.
+#[cfg_attr(test, derive(serde::Serialize))]
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {
@@ -406,47 +455,20 @@ impl Config {
         toml::from_str(text)
     }
 
-    /// Applies flag and environment overrides (clap already merged the two).
-    pub fn apply(&mut self, cli: &Cli) {
-        fn set<T: Clone>(target: &mut T, value: &Option<T>) {
-            if let Some(v) = value {
-                *target = v.clone();
-            }
-        }
-        set(&mut self.server.listen, &cli.listen);
-        set(
-            &mut self.server.shutdown_grace_secs,
-            &cli.shutdown_grace_secs,
-        );
-        set(&mut self.server.health_interval_ms, &cli.health_interval_ms);
-        set(&mut self.store.url, &cli.store_url);
-        set(&mut self.store.data_dir, &cli.data_dir);
-        set(&mut self.log.format, &cli.log_format);
-        set(&mut self.log.filter, &cli.log);
-        set(&mut self.limits.max_request_bytes, &cli.max_request_bytes);
-        set(&mut self.limits.max_tasks, &cli.max_tasks);
-        set(&mut self.limits.max_text_bytes, &cli.max_text_bytes);
-        set(&mut self.limits.max_id_bytes, &cli.max_id_bytes);
-        set(
-            &mut self.limits.max_concurrent_runs,
-            &cli.max_concurrent_runs,
-        );
-        set(&mut self.limits.max_steps_ceiling, &cli.max_steps_ceiling);
-        set(&mut self.limits.run_retention_secs, &cli.run_retention_secs);
-        set(&mut self.limits.approval_ttl_secs, &cli.approval_ttl_secs);
-        if let Some(keys) = &cli.api_keys {
-            self.auth.api_keys = keys
-                .split(',')
-                .map(str::trim)
-                .filter(|k| !k.is_empty())
-                .map(str::to_owned)
-                .collect();
-        }
-    }
-
     /// Checks consistency: store URL, unique ids, agents naming known providers and tools.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.store.kind()?;
+        // Same check and text as the server's, so --check-config catches a bad digest.
+        if let Some(digest) = self
+            .auth
+            .api_key_sha256
+            .iter()
+            .find(|d| hex::decode(d.trim()).map_or(true, |b| b.len() != 32))
+        {
+            return Err(invalid(&format!(
+                "auth.api_key_sha256: {digest:?} is not 64 hex digits"
+            )));
+        }
         if self.server.health_interval_ms == 0 {
             return Err(invalid("server.health_interval_ms must be > 0"));
         }
@@ -586,6 +608,72 @@ mod tests {
         config.apply(&cli);
         assert_eq!(config.store.url, "embedded");
         assert_eq!(config.limits.max_tasks, 7);
+    }
+
+    #[test]
+    fn every_file_setting_has_an_env_override() {
+        let config = Config::default();
+        let sections = [
+            ("server", toml::Value::try_from(&config.server)),
+            ("store", toml::Value::try_from(&config.store)),
+            ("log", toml::Value::try_from(&config.log)),
+            ("auth", toml::Value::try_from(&config.auth)),
+            ("limits", toml::Value::try_from(&config.limits)),
+        ];
+        for (section, value) in sections {
+            let value = value.unwrap();
+            for key in value.as_table().unwrap().keys() {
+                let key = format!("{section}.{key}");
+                assert!(
+                    OVERRIDES.iter().any(|(k, _)| *k == key),
+                    "{key} has no AGENTD_* override"
+                );
+            }
+        }
+        assert!(OVERRIDES.iter().all(|(_, env)| env.starts_with("AGENTD_")));
+        for key in [
+            "limits.max_messages",
+            "limits.max_log_chunks",
+            "auth.api_key_sha256",
+        ] {
+            assert!(OVERRIDES.iter().any(|(k, _)| *k == key), "{key}");
+        }
+    }
+
+    #[test]
+    fn new_overrides_parse_and_apply() {
+        let digest = "ab".repeat(32);
+        let list = format!(" {digest} , {digest},");
+        let cli = Cli::try_parse_from([
+            "agentd",
+            "--max-messages",
+            "5",
+            "--max-log-chunks",
+            "7",
+            "--api-key-sha256",
+            &list,
+        ])
+        .unwrap();
+        let mut config = Config::from_toml("[limits]\nmax_messages = 3\n").unwrap();
+        config.apply(&cli);
+        assert_eq!(config.limits.max_messages, 5);
+        assert_eq!(config.limits.max_log_chunks, 7);
+        assert_eq!(config.auth.api_key_sha256, [digest.clone(), digest]);
+        config.validate().unwrap();
+        let untouched = Config::default();
+        let mut applied = Config::default();
+        applied.apply(&Cli::default());
+        assert_eq!(applied.limits.max_messages, untouched.limits.max_messages);
+    }
+
+    #[test]
+    fn bad_digests_fail_validation_with_the_servers_text() {
+        let config = Config::from_toml("[auth]\napi_key_sha256 = [\"zz\"]\n").unwrap();
+        let err = config.validate().unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "invalid config: auth.api_key_sha256: \"zz\" is not 64 hex digits"
+        );
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! Assembles the gRPC server: agentd services, health, reflection, limits, graceful shutdown.
 
+mod routes;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,10 +11,10 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::server::NamedService;
-use tonic::service::interceptor::InterceptedService;
 use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
+use tower::Layer;
 use tracing::{info, warn};
 
 use crate::agent::Agents;
@@ -21,6 +23,7 @@ use crate::agent::runtime::{Runtime, RuntimeLimits};
 use crate::api::agents::AgentApi;
 use crate::api::approvals::ApprovalApi;
 use crate::api::auth::ApiKeys;
+use crate::api::layer::RpcLayer;
 use crate::api::tasks::TaskApi;
 use crate::config::{Config, StoreKind, redact_url};
 use crate::pb;
@@ -31,6 +34,7 @@ use crate::store::Store;
 use crate::store::embedded::EmbeddedStore;
 use crate::store::redis::RedisStore;
 use crate::tasklist::TaskLists;
+use routes::Routes;
 
 /// Health service name that stays SERVING while the process runs (for liveness probes); the
 /// overall "" and the agentd services follow the store (for readiness).
@@ -149,7 +153,8 @@ pub async fn serve(
     if keys.enabled() {
         info!("bearer API keys required on agentd.v1 services");
     }
-    let auth = keys;
+    // Auth and the RPC span of every agentd call; health and reflection stay outside it.
+    let rpc = RpcLayer::new(keys);
 
     let tasks = TaskApi::new(
         TaskLists::new(store.clone()),
@@ -184,25 +189,20 @@ pub async fn serve(
     // Chunks are small writes: without TCP_NODELAY each could wait for a delayed ACK.
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let drain = shutdown.clone();
-    let server = tonic::transport::Server::builder()
-        .add_service(health_service)
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha)
-        .add_service(InterceptedService::new(
-            TaskServiceServer::new(tasks).max_decoding_message_size(limit),
-            auth.clone(),
-        ))
-        .add_service(InterceptedService::new(
-            AgentServiceServer::new(agents).max_decoding_message_size(limit),
-            auth.clone(),
-        ))
-        .add_service(InterceptedService::new(
-            ApprovalServiceServer::new(approvals).max_decoding_message_size(limit),
-            auth,
-        ))
-        .serve_with_incoming_shutdown(incoming, async move {
+    let routes = Routes::default()
+        .add(health_service)
+        .add(reflection_v1)
+        .add(reflection_v1alpha)
+        .add(rpc.layer(TaskServiceServer::new(tasks).max_decoding_message_size(limit)))
+        .add(rpc.layer(AgentServiceServer::new(agents).max_decoding_message_size(limit)))
+        .add(rpc.layer(ApprovalServiceServer::new(approvals).max_decoding_message_size(limit)));
+    let server = tonic::transport::Server::builder().serve_with_incoming_shutdown(
+        routes,
+        incoming,
+        async move {
             drain.cancelled().await;
-        });
+        },
+    );
 
     let grace = config.server.shutdown_grace();
     // In-flight calls end first; runs that outlive their call (on_disconnect = CONTINUE, log

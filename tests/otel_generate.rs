@@ -1,7 +1,7 @@
 //! A real Generate with a tool call, exported to an OTLP/gRPC collector in the test: every span
-//! carries the caller's trace, the root's parent is the caller's span, the tree is run → step →
-//! model/tool with GenAI attributes, and the finish chunk reports the same trace. One test per
-//! binary: the subscriber and providers are global to the process.
+//! carries the caller's trace, the call's rpc span is the root under the caller's span, the tree
+//! is rpc → run → step → model/tool with GenAI attributes, and the finish chunk reports the same
+//! trace. One test per binary: the subscriber and providers are global to the process.
 
 mod support;
 
@@ -104,8 +104,13 @@ async fn generate_is_traced_under_the_callers_trace() {
         .iter()
         .find(|s| s.name == "agent.run")
         .expect("run span");
+    let rpc = ours
+        .iter()
+        .find(|s| s.span_id == run.parent_span_id)
+        .expect("the run's parent is the Generate call's span");
+    assert_eq!(rpc.name, "agentd.v1.AgentService/Generate");
     assert_eq!(
-        hex(&run.parent_span_id),
+        hex(&rpc.parent_span_id),
         PARENT,
         "the root's parent is the caller's span"
     );
@@ -186,7 +191,67 @@ async fn generate_is_traced_under_the_callers_trace() {
         .iter()
         .find(|s| s.name == "agent.run" && hex(&s.trace_id) == other)
         .expect("run span");
-    assert_eq!(hex(&run.parent_span_id), "b7ad6b7169203331");
+    let rpc = spans
+        .iter()
+        .find(|s| s.span_id == run.parent_span_id)
+        .expect("the run's parent is the Generate call's span");
+    assert_eq!(hex(&rpc.parent_span_id), "b7ad6b7169203331");
+
+    // Trace ids in the request win over metadata: the run joins them, the call's span stays
+    // in the metadata's trace.
+    let (fields_trace, fields_parent) = ("22222222222222222222222222222222", "3333333333333333");
+    mock.push(MockReply::Text("Fields.".into()));
+    let mut request = tonic::Request::new(pb::GenerateRequest {
+        agent_id: "plain".into(),
+        prompt: "fields".into(),
+        tracing_options: Some(pb::TracingOptions {
+            trace_id: fields_trace.into(),
+            parent_span_id: fields_parent.into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    // Not read: a valid request field hides a malformed header, as before the layer.
+    request
+        .metadata_mut()
+        .insert("traceparent", "garbage".parse().expect("ascii"));
+    let chunks = support::collect(
+        client
+            .generate(request)
+            .await
+            .expect("generate")
+            .into_inner(),
+    )
+    .await;
+    assert_eq!(support::finish(&chunks).trace_id, fields_trace);
+    let spans = collector
+        .wait_for_spans(
+            |spans| {
+                spans
+                    .iter()
+                    .any(|s| s.name == "agent.run" && hex(&s.trace_id) == fields_trace)
+            },
+            Duration::from_secs(20),
+        )
+        .await;
+    let run = spans
+        .iter()
+        .find(|s| s.name == "agent.run" && hex(&s.trace_id) == fields_trace)
+        .expect("run span");
+    assert_eq!(hex(&run.parent_span_id), fields_parent);
+
+    // Without request fields a malformed header is still INVALID_ARGUMENT naming it.
+    let mut request = tonic::Request::new(pb::GenerateRequest {
+        agent_id: "plain".into(),
+        prompt: "x".into(),
+        ..Default::default()
+    });
+    request
+        .metadata_mut()
+        .insert("traceparent", "garbage".parse().expect("ascii"));
+    let bad = client.generate(request).await.expect_err("bad header");
+    assert_eq!(bad.code(), tonic::Code::InvalidArgument);
+    assert!(bad.message().contains("traceparent"), "{}", bad.message());
 
     // A malformed id is INVALID_ARGUMENT naming the field.
     let bad = client

@@ -239,7 +239,7 @@ async fn list_and_get_agents_from_config() {
 }
 
 #[tokio::test]
-async fn api_keys_guard_agentd_services_but_not_health() {
+async fn api_keys_guard_every_agentd_method_but_not_health_or_reflection() {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut config = support::test_config("embedded", dir.path());
     config.auth.api_keys = vec!["s3cret".into()];
@@ -268,11 +268,87 @@ async fn api_keys_guard_agentd_services_but_not_health() {
         Code::Unauthenticated
     );
 
-    let mut health = HealthClient::new(channel);
+    // Every method of every agentd service, not just the one above.
+    for (method, outcome) in support::call_every_method(&server, &[]).await {
+        let status = outcome.expect_err("no key");
+        assert_eq!(status.code(), Code::Unauthenticated, "{method:?}");
+        assert_eq!(
+            status.message(),
+            "missing authorization: Bearer <api key>",
+            "{method:?}"
+        );
+    }
+    let wrong = [("authorization", "Bearer nope")];
+    for (method, outcome) in support::call_every_method(&server, &wrong).await {
+        let status = outcome.expect_err("wrong key");
+        assert_eq!(status.code(), Code::Unauthenticated, "{method:?}");
+        assert_eq!(status.message(), "invalid API key", "{method:?}");
+    }
+    let right = [("authorization", "Bearer s3cret")];
+    for (method, outcome) in support::call_every_method(&server, &right).await {
+        if let Err(status) = outcome {
+            assert_ne!(
+                status.code(),
+                Code::Unauthenticated,
+                "{method:?}: {status:?}"
+            );
+        }
+    }
+
+    let mut health = HealthClient::new(channel.clone());
     assert_eq!(
         status(&mut health, "liveness").await,
         Some(ServingStatus::Serving),
         "probes need no key"
     );
+    assert_eq!(status(&mut health, "").await, Some(ServingStatus::Serving));
+
+    // Reflection needs no key either (grpcurl discovery).
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    let list = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut reflection = ServerReflectionClient::new(channel.clone());
+    let mut answers = reflection
+        .server_reflection_info(futures::stream::iter(vec![list.clone()]))
+        .await
+        .expect("reflection v1 without a key")
+        .into_inner();
+    answers.next().await.expect("an answer").expect("ok");
+    use tonic_reflection::pb::v1alpha as alpha;
+    let mut reflection = alpha::server_reflection_client::ServerReflectionClient::new(channel);
+    let list = alpha::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(
+            alpha::server_reflection_request::MessageRequest::ListServices(String::new()),
+        ),
+    };
+    let mut answers = reflection
+        .server_reflection_info(futures::stream::iter(vec![list]))
+        .await
+        .expect("reflection v1alpha without a key")
+        .into_inner();
+    answers.next().await.expect("an answer").expect("ok");
+    server.stop().await.expect("clean stop");
+}
+
+#[tokio::test]
+async fn unknown_services_are_unimplemented() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = support::start_embedded(dir.path()).await;
+    let mut grpc = tonic::client::Grpc::new(support::channel(&server).await);
+    grpc.ready().await.expect("ready");
+    let status = grpc
+        .unary(
+            tonic::Request::new(()),
+            http::uri::PathAndQuery::from_static("/agentd.v1.NoSuchService/Call"),
+            tonic_prost::ProstCodec::<(), ()>::default(),
+        )
+        .await
+        .expect_err("no such service");
+    assert_eq!(status.code(), Code::Unimplemented);
     server.stop().await.expect("clean stop");
 }

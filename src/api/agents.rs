@@ -463,12 +463,11 @@ impl pb::agent_service_server::AgentService for AgentApi {
     ) -> Result<Response<Self::GenerateStream>, Status> {
         let (metadata, _, req) = request.into_parts();
         let tracing = req.tracing_options.clone().unwrap_or_default();
-        let parent = telemetry::parent_context(
+        let parent = super::run_parent(
             metadata.as_ref(),
             &tracing.trace_id,
             &tracing.parent_span_id,
-        )
-        .map_err(super::invalid_trace)?;
+        )?;
         let run = run_request(req, &self.limits)?;
         let (stream, (trace_id, span_id)) = self.runtime.generate(run, parent).await?;
         let mut response = Response::new(chunk_stream(stream));

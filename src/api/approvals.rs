@@ -3,11 +3,10 @@
 use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
-use tracing::Instrument;
 
 use super::agents::on_disconnect;
 use super::error::Violations;
-use super::{ChunkStream, check_id, chunk_stream, rpc_span};
+use super::{ChunkStream, check_id, chunk_stream, run_parent};
 use crate::agent::decision;
 use crate::agent::request::OnDisconnect;
 use crate::agent::runtime::Runtime;
@@ -15,10 +14,6 @@ use crate::agent::state::Decision;
 use crate::config::Limits;
 use crate::json::from_proto_value;
 use crate::pb;
-use crate::telemetry;
-
-/// The service name on spans.
-const SERVICE: &str = "agentd.v1.ApprovalService";
 
 /// The ApprovalService implementation.
 pub struct ApprovalApi {
@@ -32,20 +27,18 @@ impl ApprovalApi {
         Self { runtime, limits }
     }
 
-    /// Records a decision within the call's span; the continuation joins that trace.
+    /// Records a decision; the continuation runs under the call's span (see [`run_parent`]).
     async fn decide(
         &self,
         run_id: &str,
         call_id: &str,
         decision: Decision,
         mode: OnDisconnect,
-        span: tracing::Span,
+        parent: Option<opentelemetry::Context>,
     ) -> Result<Response<ChunkStream>, Status> {
-        let parent = Some(telemetry::otel_context(&span));
         let stream = self
             .runtime
             .decide(run_id, call_id, decision, mode, parent)
-            .instrument(span)
             .await?;
         Ok(Response::new(chunk_stream(stream)))
     }
@@ -78,7 +71,6 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
         &self,
         request: Request<pb::ListPendingRequest>,
     ) -> Result<Response<pb::ListPendingResponse>, Status> {
-        let span = rpc_span(&request, SERVICE, "ListPending")?;
         let req = request.into_inner();
         let mut v = Violations::default();
         for (field, value) in [
@@ -98,7 +90,6 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
                 nonempty(&req.resource_id),
                 nonempty(&req.run_id),
             )
-            .instrument(span)
             .await?;
         Ok(Response::new(pb::ListPendingResponse { runs }))
     }
@@ -107,7 +98,7 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
         &self,
         request: Request<pb::ApproveRequest>,
     ) -> Result<Response<Self::ApproveStream>, Status> {
-        let span = rpc_span(&request, SERVICE, "Approve")?;
+        let parent = run_parent(request.metadata().as_ref(), "", "")?;
         let req = request.into_inner();
         self.check_call(&req.run_id, &req.tool_call_id)?;
         let mode = on_disconnect(req.on_disconnect());
@@ -116,7 +107,7 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
             &req.tool_call_id,
             Decision::Approved,
             mode,
-            span,
+            parent,
         )
         .await
     }
@@ -125,7 +116,7 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
         &self,
         request: Request<pb::DeclineRequest>,
     ) -> Result<Response<Self::DeclineStream>, Status> {
-        let span = rpc_span(&request, SERVICE, "Decline")?;
+        let parent = run_parent(request.metadata().as_ref(), "", "")?;
         let req = request.into_inner();
         self.check_call(&req.run_id, &req.tool_call_id)?;
         let mut v = Violations::default();
@@ -139,7 +130,7 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
             &req.tool_call_id,
             decision::decline(req.reason.as_deref()),
             mode,
-            span,
+            parent,
         )
         .await
     }
@@ -148,7 +139,7 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
         &self,
         request: Request<pb::ResumeRequest>,
     ) -> Result<Response<Self::ResumeStream>, Status> {
-        let span = rpc_span(&request, SERVICE, "Resume")?;
+        let parent = run_parent(request.metadata().as_ref(), "", "")?;
         let req = request.into_inner();
         self.check_call(&req.run_id, &req.tool_call_id)?;
         let mode = on_disconnect(req.on_disconnect());
@@ -161,7 +152,7 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
             &req.tool_call_id,
             Decision::Resumed(data),
             mode,
-            span,
+            parent,
         )
         .await
     }

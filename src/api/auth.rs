@@ -1,10 +1,13 @@
-//! Optional bearer-key authentication for the agentd services (health and reflection stay
-//! open so probes and grpcurl discovery work without credentials).
+//! Optional bearer-key authentication for the agentd services, checked by
+//! [`RpcLayer`](super::layer::RpcLayer) (health and reflection stay open so probes and grpcurl
+//! discovery work without credentials).
 
 use std::sync::Arc;
 
+use http::HeaderMap;
 use sha2::{Digest, Sha256};
-use tonic::{Request, Status};
+use subtle::{Choice, ConstantTimeEq};
+use tonic::Status;
 
 /// Accepted API keys, kept only as SHA-256 digests.
 #[derive(Clone, Debug, Default)]
@@ -43,13 +46,12 @@ impl ApiKeys {
         !self.digests.is_empty()
     }
 
-    /// Checks the `authorization: Bearer <key>` header of a request.
-    pub fn check<T>(&self, request: Request<T>) -> Result<Request<T>, Status> {
+    /// Checks the `authorization: Bearer <key>` header of a call.
+    pub fn check(&self, headers: &HeaderMap) -> Result<(), Status> {
         if !self.enabled() {
-            return Ok(request);
+            return Ok(());
         }
-        let presented = request
-            .metadata()
+        let presented = headers
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| {
@@ -63,25 +65,17 @@ impl ApiKeys {
             ));
         };
         let presented = digest(key);
-        // Compare every digest fully so timing does not reveal which bytes matched.
-        let known = self.digests.iter().fold(false, |found, d| {
-            found
-                | (d.iter()
-                    .zip(presented.iter())
-                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                    == 0)
-        });
-        if known {
-            Ok(request)
+        // Constant-time per digest, and every digest is compared, so timing reveals neither
+        // which bytes matched nor which key did.
+        let known = self
+            .digests
+            .iter()
+            .fold(Choice::from(0), |found, d| found | d.ct_eq(&presented));
+        if bool::from(known) {
+            Ok(())
         } else {
             Err(Status::unauthenticated("invalid API key"))
         }
-    }
-}
-
-impl tonic::service::Interceptor for ApiKeys {
-    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
-        self.check(request)
     }
 }
 
@@ -93,29 +87,28 @@ fn digest(key: &str) -> [u8; 32] {
 mod tests {
     use super::*;
 
-    fn request(auth: Option<&str>) -> Request<()> {
-        let mut r = Request::new(());
+    fn request(auth: Option<&str>) -> HeaderMap {
+        let mut headers = HeaderMap::new();
         if let Some(value) = auth {
-            r.metadata_mut()
-                .insert("authorization", value.parse().unwrap());
+            headers.insert("authorization", value.parse().unwrap());
         }
-        r
+        headers
     }
 
     #[test]
     fn no_keys_means_open() {
-        assert!(ApiKeys::default().check(request(None)).is_ok());
+        assert!(ApiKeys::default().check(&request(None)).is_ok());
     }
 
     #[test]
     fn plain_and_hashed_keys_are_accepted() {
         let hashed = hex::encode(digest("second"));
         let keys = ApiKeys::new(["first", " "], [hashed.as_str()]).unwrap();
-        assert!(keys.check(request(Some("Bearer first"))).is_ok());
-        assert!(keys.check(request(Some("Bearer second"))).is_ok());
-        let wrong = keys.check(request(Some("Bearer third"))).unwrap_err();
+        assert!(keys.check(&request(Some("Bearer first"))).is_ok());
+        assert!(keys.check(&request(Some("Bearer second"))).is_ok());
+        let wrong = keys.check(&request(Some("Bearer third"))).unwrap_err();
         assert_eq!(wrong.code(), tonic::Code::Unauthenticated);
-        let missing = keys.check(request(None)).unwrap_err();
+        let missing = keys.check(&request(None)).unwrap_err();
         assert_eq!(missing.code(), tonic::Code::Unauthenticated);
     }
 

@@ -5,10 +5,11 @@ pub mod agents;
 pub mod approvals;
 pub mod auth;
 pub mod error;
+pub mod layer;
 pub mod tasks;
 
 use futures::stream::{BoxStream, StreamExt};
-use tonic::{Request, Status};
+use tonic::Status;
 
 use crate::config::Limits;
 use crate::pb;
@@ -31,15 +32,23 @@ pub(crate) fn invalid_trace(e: InvalidTraceField) -> Status {
     v.into_status()
 }
 
-/// The span of a unary or streaming call, under the trace its metadata names.
-pub(crate) fn rpc_span<T>(
-    request: &Request<T>,
-    service: &str,
-    method: &str,
-) -> Result<tracing::Span, Status> {
-    let parent =
-        telemetry::parent_context(request.metadata().as_ref(), "", "").map_err(invalid_trace)?;
-    Ok(telemetry::rpc_span(service, method, parent.as_ref()))
+/// The parent of a run this call starts: the request's own trace fields when set (they win
+/// over metadata), else the call's `rpc` span (made by [`layer::RpcLayer`] under the metadata's
+/// trace). Without OTel, or with that span disabled, the metadata's trace itself, so the run
+/// still reports the caller's trace id.
+pub(crate) fn run_parent(
+    metadata: &http::HeaderMap,
+    trace_id: &str,
+    parent_span_id: &str,
+) -> Result<Option<opentelemetry::Context>, Status> {
+    let requested =
+        telemetry::parent_context(metadata, trace_id, parent_span_id).map_err(invalid_trace)?;
+    let rpc = tracing::Span::current();
+    let from_request = !trace_id.is_empty() || !parent_span_id.is_empty();
+    if from_request || rpc.is_disabled() || !telemetry::otel_layer_installed() {
+        return Ok(requested);
+    }
+    Ok(Some(telemetry::otel_context(&rpc)))
 }
 
 /// Checks an id field: bounded length, no control characters. Empty is allowed here; callers

@@ -5,17 +5,13 @@ use futures::StreamExt;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
-use tracing::Instrument;
 
 use super::error::Violations;
-use super::{check_id, check_text, rpc_span, thread_key, to_i32};
+use super::{check_id, check_text, thread_key, to_i32};
 use crate::config::Limits;
 use crate::pb;
 use crate::tasklist::TaskLists;
 use crate::tasks::{self, Task};
-
-/// The service name on spans.
-const SERVICE: &str = "agentd.v1.TaskService";
 
 /// The TaskService implementation.
 pub struct TaskApi {
@@ -142,123 +138,102 @@ impl pb::task_service_server::TaskService for TaskApi {
         &self,
         request: Request<pb::WriteRequest>,
     ) -> Result<Response<pb::TaskResult>, Status> {
-        let span = rpc_span(&request, SERVICE, "Write")?;
-        async move {
-            let req = request.into_inner();
-            let mut v = Violations::default();
-            self.check_thread(&mut v, &req.thread_id, &req.resource_id);
-            if req.tasks.len() > self.limits.max_tasks {
-                v.add(
-                    "tasks",
-                    format!("must have at most {} tasks", self.limits.max_tasks),
-                );
-            }
-            for (i, t) in req.tasks.iter().enumerate() {
-                if let Some(id) = &t.id {
-                    check_id(&mut v, &format!("tasks.{i}.id"), id, &self.limits);
-                }
-                check_text(
-                    &mut v,
-                    &format!("tasks.{i}.content"),
-                    &t.content,
-                    &self.limits,
-                );
-                check_text(
-                    &mut v,
-                    &format!("tasks.{i}.activeForm"),
-                    &t.active_form,
-                    &self.limits,
-                );
-            }
-            v.into_result()?;
-            let input = tasks::validate_write(&write_args(&req)).map_err(|e| invalid(&e))?;
-            let Some(key) = thread_key(&req.thread_id, &req.resource_id) else {
-                return Ok(Response::new(result_to_pb(tasks::memory_required())));
-            };
-            let (outcome, _) = self
-                .lists
-                .apply(&key, None, |prev| tasks::write(prev, &input))
-                .await?;
-            Ok(Response::new(result_to_pb(outcome)))
+        let req = request.into_inner();
+        let mut v = Violations::default();
+        self.check_thread(&mut v, &req.thread_id, &req.resource_id);
+        if req.tasks.len() > self.limits.max_tasks {
+            v.add(
+                "tasks",
+                format!("must have at most {} tasks", self.limits.max_tasks),
+            );
         }
-        .instrument(span)
-        .await
+        for (i, t) in req.tasks.iter().enumerate() {
+            if let Some(id) = &t.id {
+                check_id(&mut v, &format!("tasks.{i}.id"), id, &self.limits);
+            }
+            check_text(
+                &mut v,
+                &format!("tasks.{i}.content"),
+                &t.content,
+                &self.limits,
+            );
+            check_text(
+                &mut v,
+                &format!("tasks.{i}.activeForm"),
+                &t.active_form,
+                &self.limits,
+            );
+        }
+        v.into_result()?;
+        let input = tasks::validate_write(&write_args(&req)).map_err(|e| invalid(&e))?;
+        let Some(key) = thread_key(&req.thread_id, &req.resource_id) else {
+            return Ok(Response::new(result_to_pb(tasks::memory_required())));
+        };
+        let (outcome, _) = self
+            .lists
+            .apply(&key, None, |prev| tasks::write(prev, &input))
+            .await?;
+        Ok(Response::new(result_to_pb(outcome)))
     }
 
     async fn update(
         &self,
         request: Request<pb::UpdateRequest>,
     ) -> Result<Response<pb::TaskResult>, Status> {
-        let span = rpc_span(&request, SERVICE, "Update")?;
-        async move {
-            let req = request.into_inner();
-            let mut v = Violations::default();
-            self.check_thread(&mut v, &req.thread_id, &req.resource_id);
-            check_id(&mut v, "id", &req.id, &self.limits);
-            for (field, value) in [("content", &req.content), ("activeForm", &req.active_form)] {
-                if let Some(value) = value {
-                    check_text(&mut v, field, value, &self.limits);
-                }
+        let req = request.into_inner();
+        let mut v = Violations::default();
+        self.check_thread(&mut v, &req.thread_id, &req.resource_id);
+        check_id(&mut v, "id", &req.id, &self.limits);
+        for (field, value) in [("content", &req.content), ("activeForm", &req.active_form)] {
+            if let Some(value) = value {
+                check_text(&mut v, field, value, &self.limits);
             }
-            v.into_result()?;
-            let input = tasks::validate_update(&update_args(&req)).map_err(|e| invalid(&e))?;
-            let Some(key) = thread_key(&req.thread_id, &req.resource_id) else {
-                return Ok(Response::new(result_to_pb(tasks::memory_required())));
-            };
-            let (outcome, _) = self
-                .lists
-                .apply(&key, None, |prev| tasks::update(prev, &input))
-                .await?;
-            Ok(Response::new(result_to_pb(outcome)))
         }
-        .instrument(span)
-        .await
+        v.into_result()?;
+        let input = tasks::validate_update(&update_args(&req)).map_err(|e| invalid(&e))?;
+        let Some(key) = thread_key(&req.thread_id, &req.resource_id) else {
+            return Ok(Response::new(result_to_pb(tasks::memory_required())));
+        };
+        let (outcome, _) = self
+            .lists
+            .apply(&key, None, |prev| tasks::update(prev, &input))
+            .await?;
+        Ok(Response::new(result_to_pb(outcome)))
     }
 
     async fn complete(
         &self,
         request: Request<pb::CompleteRequest>,
     ) -> Result<Response<pb::TaskResult>, Status> {
-        let span = rpc_span(&request, SERVICE, "Complete")?;
-        async move {
-            let req = request.into_inner();
-            let mut v = Violations::default();
-            self.check_thread(&mut v, &req.thread_id, &req.resource_id);
-            check_id(&mut v, "id", &req.id, &self.limits);
-            v.into_result()?;
-            let input =
-                tasks::validate_complete(&json!({ "id": req.id })).map_err(|e| invalid(&e))?;
-            let Some(key) = thread_key(&req.thread_id, &req.resource_id) else {
-                return Ok(Response::new(result_to_pb(tasks::memory_required())));
-            };
-            let (outcome, _) = self
-                .lists
-                .apply(&key, None, |prev| tasks::complete(prev, &input))
-                .await?;
-            Ok(Response::new(result_to_pb(outcome)))
-        }
-        .instrument(span)
-        .await
+        let req = request.into_inner();
+        let mut v = Violations::default();
+        self.check_thread(&mut v, &req.thread_id, &req.resource_id);
+        check_id(&mut v, "id", &req.id, &self.limits);
+        v.into_result()?;
+        let input = tasks::validate_complete(&json!({ "id": req.id })).map_err(|e| invalid(&e))?;
+        let Some(key) = thread_key(&req.thread_id, &req.resource_id) else {
+            return Ok(Response::new(result_to_pb(tasks::memory_required())));
+        };
+        let (outcome, _) = self
+            .lists
+            .apply(&key, None, |prev| tasks::complete(prev, &input))
+            .await?;
+        Ok(Response::new(result_to_pb(outcome)))
     }
 
     async fn check(
         &self,
         request: Request<pb::CheckRequest>,
     ) -> Result<Response<pb::TaskCheckResult>, Status> {
-        let span = rpc_span(&request, SERVICE, "Check")?;
-        async move {
-            let req = request.into_inner();
-            let mut v = Violations::default();
-            self.check_thread(&mut v, &req.thread_id, &req.resource_id);
-            v.into_result()?;
-            let Some(key) = thread_key(&req.thread_id, &req.resource_id) else {
-                return Ok(Response::new(check_to_pb(tasks::memory_required_check())));
-            };
-            let list = self.lists.load(&key).await?;
-            Ok(Response::new(check_to_pb(tasks::check(&list.tasks))))
-        }
-        .instrument(span)
-        .await
+        let req = request.into_inner();
+        let mut v = Violations::default();
+        self.check_thread(&mut v, &req.thread_id, &req.resource_id);
+        v.into_result()?;
+        let Some(key) = thread_key(&req.thread_id, &req.resource_id) else {
+            return Ok(Response::new(check_to_pb(tasks::memory_required_check())));
+        };
+        let list = self.lists.load(&key).await?;
+        Ok(Response::new(check_to_pb(tasks::check(&list.tasks))))
     }
 
     type WatchStream = futures::stream::BoxStream<'static, Result<pb::TaskListUpdate, Status>>;

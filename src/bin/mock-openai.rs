@@ -2,7 +2,7 @@
 //! benchmarks). It plans: offered the task tools, it writes the comma-separated items of the
 //! prompt as a task list, then answers with a summary.
 //!
-//! `cargo run --bin mock-openai -- --listen 127.0.0.1:8080`
+//! `cargo run --features mock --bin mock-openai -- --listen 127.0.0.1:8080`
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,10 +1,11 @@
 //! Model provider layer: the provider-neutral request/event types, the [`ModelProvider`] trait,
-//! an OpenAI-compatible streaming client ([`OpenAiProvider`]) and a scripted mock server
-//! ([`MockOpenAi`]) for tests and demos.
+//! an OpenAI-compatible streaming client ([`OpenAiProvider`]) and, with the `mock` feature, a
+//! scripted mock server (`MockOpenAi`) for tests and demos.
 //!
 //! The agent loop talks only to [`ModelProvider`]; everything provider-specific (wire format,
 //! retries, timeouts, SSE quirks) stays behind it.
 
+#[cfg(feature = "mock")]
 mod mock;
 mod openai;
 mod sse;
@@ -18,6 +19,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Deserializer};
 use tokio_util::sync::CancellationToken;
 
+#[cfg(feature = "mock")]
 pub use mock::{Fallback, MockOpenAi, MockReply, MockRich, MockUsageDetails, planner_reply};
 pub use openai::OpenAiProvider;
 pub use sse::{SseEvent, SseParser};

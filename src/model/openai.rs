@@ -1415,46 +1415,10 @@ fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     Some(delay.min(RETRY_AFTER_MAX))
 }
 
-/// Parses an IMF-fixdate such as `Sun, 06 Nov 1994 08:49:37 GMT` (RFC 9110 §5.6.7).
+/// Parses an HTTP date in any of RFC 9110's three formats (§5.6.7): IMF-fixdate, RFC 850 and
+/// asctime.
 fn parse_http_date(value: &str) -> Option<SystemTime> {
-    let mut parts = value.split_whitespace();
-    let _weekday = parts.next()?;
-    let day: u32 = parts.next()?.parse().ok()?;
-    let month = match parts.next()? {
-        "Jan" => 1,
-        "Feb" => 2,
-        "Mar" => 3,
-        "Apr" => 4,
-        "May" => 5,
-        "Jun" => 6,
-        "Jul" => 7,
-        "Aug" => 8,
-        "Sep" => 9,
-        "Oct" => 10,
-        "Nov" => 11,
-        "Dec" => 12,
-        _ => return None,
-    };
-    let year: i64 = parts.next()?.parse().ok()?;
-    let mut hms = parts.next()?.split(':').map(|p| p.parse::<u64>().ok());
-    let (h, m, s) = (hms.next()??, hms.next()??, hms.next()??);
-    if parts.next()? != "GMT" || !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 {
-        return None;
-    }
-    let days = days_from_civil(year, month, day);
-    let secs = u64::try_from(days).ok()? * 86_400 + h * 3600 + m * 60 + s;
-    UNIX_EPOCH.checked_add(Duration::from_secs(secs))
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let yoe = year - era * 400;
-    let month = i64::from(month);
-    let doy = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    httpdate::parse_http_date(value).ok()
 }
 
 /// Maps a failed `send()`; every such failure happened before any response byte.
@@ -1538,11 +1502,17 @@ mod tests {
     }
 
     #[test]
-    fn http_dates_parse() {
-        let t = parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
-        assert_eq!(t.duration_since(UNIX_EPOCH).unwrap().as_secs(), 784_111_777);
-        assert!(parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT").is_none());
+    fn http_dates_parse_in_all_three_formats() {
+        let expected = UNIX_EPOCH + Duration::from_secs(784_111_777);
+        for value in [
+            "Sun, 06 Nov 1994 08:49:37 GMT",  // IMF-fixdate
+            "Sunday, 06-Nov-94 08:49:37 GMT", // RFC 850
+            "Sun Nov  6 08:49:37 1994",       // asctime
+        ] {
+            assert_eq!(parse_http_date(value), Some(expected), "{value}");
+        }
         assert!(parse_http_date("garbage").is_none());
+        assert!(parse_http_date("Sun, 06 Nov 1994 25:49:37 GMT").is_none());
     }
 
     #[test]
@@ -1555,6 +1525,11 @@ mod tests {
         h.insert(
             "retry-after",
             HeaderValue::from_static("Sun, 06 Nov 1994 08:49:37 GMT"),
+        );
+        assert_eq!(retry_after(&h, now), Some(Duration::from_secs(7)));
+        h.insert(
+            "retry-after",
+            HeaderValue::from_static("Sun Nov  6 08:49:37 1994"),
         );
         assert_eq!(retry_after(&h, now), Some(Duration::from_secs(7)));
         h.insert("retry-after", HeaderValue::from_static("86400"));

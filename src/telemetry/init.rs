@@ -409,26 +409,11 @@ fn parse_resource_attributes(value: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Decodes `%XX` escapes; malformed escapes stay as they are, invalid UTF-8 becomes U+FFFD.
 fn percent_decode(value: &str) -> String {
-    let bytes = value.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok());
-        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(value)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// Runs a blocking provider call without starving the runtime the gRPC exporter needs.
@@ -598,5 +583,6 @@ mod tests {
     #[test]
     fn percent_decoding_keeps_malformed_escapes() {
         assert_eq!(percent_decode("a%20b%zz%"), "a b%zz%");
+        assert_eq!(percent_decode("caf%C3%A9%2C%3D"), "café,=");
     }
 }

@@ -193,7 +193,7 @@ pub fn tool_span(name: &str, call_id: &str) -> Span {
     )
 }
 
-/// A TaskService / ApprovalService call (`{service}/{method}`, server kind) under `parent`
+/// An agentd call (`{service}/{method}`, server kind; made by `api::layer::RpcLayer`) under `parent`
 /// (`None`: the current span).
 pub fn rpc_span(service: &str, method: &str, parent: Option<&Context>) -> Span {
     let span = tracing::info_span!(

@@ -216,3 +216,186 @@ pub fn finish(chunks: &[pb::Chunk]) -> pb::GenerateResult {
         other => panic!("the last chunk must be finish, got {other:?}"),
     }
 }
+
+/// Every agentd RPC as (service, method).
+pub const AGENTD_METHODS: [(&str, &str); 14] = [
+    ("agentd.v1.AgentService", "Generate"),
+    ("agentd.v1.AgentService", "Observe"),
+    ("agentd.v1.AgentService", "Abort"),
+    ("agentd.v1.AgentService", "ListAgents"),
+    ("agentd.v1.AgentService", "GetAgent"),
+    ("agentd.v1.TaskService", "Write"),
+    ("agentd.v1.TaskService", "Update"),
+    ("agentd.v1.TaskService", "Complete"),
+    ("agentd.v1.TaskService", "Check"),
+    ("agentd.v1.TaskService", "Watch"),
+    ("agentd.v1.ApprovalService", "ListPending"),
+    ("agentd.v1.ApprovalService", "Approve"),
+    ("agentd.v1.ApprovalService", "Decline"),
+    ("agentd.v1.ApprovalService", "Resume"),
+];
+
+/// `message` as a request carrying `metadata`.
+pub fn with_metadata<T>(metadata: &[(&'static str, &str)], message: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    for (key, value) in metadata {
+        request
+            .metadata_mut()
+            .insert(*key, value.parse().expect("ascii metadata"));
+    }
+    request
+}
+
+/// The outcome of one call of [`call_every_method`]: `Ok` or the status it failed with.
+pub type CallOutcome = ((&'static str, &'static str), Result<(), tonic::Status>);
+
+/// Calls every method of [`AGENTD_METHODS`] once, in that order, with `metadata` on each call.
+/// Arguments are harmless whatever the server holds (an unknown agent and runs, a fresh
+/// thread), so most calls fail with NOT_FOUND once past auth; Watch reads its first update.
+pub async fn call_every_method(
+    server: &RunningServer,
+    metadata: &[(&'static str, &str)],
+) -> Vec<CallOutcome> {
+    use pb::agent_service_client::AgentServiceClient;
+    use pb::approval_service_client::ApprovalServiceClient;
+
+    let channel = channel(server).await;
+    let mut agents = AgentServiceClient::new(channel.clone());
+    let mut tasks = TaskServiceClient::new(channel.clone());
+    let mut approvals = ApprovalServiceClient::new(channel);
+    let thread = unique("every-method");
+    let (t, r) = (thread.as_str(), "every-method");
+    let run = || "no-such-run".to_owned();
+    let mut out = Vec::new();
+    let mut record = |i: usize, result: Result<(), tonic::Status>| {
+        out.push((AGENTD_METHODS[i], result));
+    };
+
+    let generate = agents.generate(with_metadata(
+        metadata,
+        pb::GenerateRequest {
+            agent_id: "no-such-agent".into(),
+            prompt: "hello".into(),
+            ..Default::default()
+        },
+    ));
+    record(0, generate.await.map(drop));
+    let observe = agents.observe(with_metadata(
+        metadata,
+        pb::ObserveRequest {
+            run_id: run(),
+            ..Default::default()
+        },
+    ));
+    record(1, observe.await.map(drop));
+    let abort = agents.abort(with_metadata(
+        metadata,
+        pb::AbortRequest {
+            run_id: run(),
+            ..Default::default()
+        },
+    ));
+    record(2, abort.await.map(drop));
+    record(
+        3,
+        agents
+            .list_agents(with_metadata(metadata, pb::ListAgentsRequest {}))
+            .await
+            .map(drop),
+    );
+    let get = agents.get_agent(with_metadata(
+        metadata,
+        pb::GetAgentRequest {
+            agent_id: "no-such-agent".into(),
+        },
+    ));
+    record(4, get.await.map(drop));
+
+    let write = tasks.write(with_metadata(
+        metadata,
+        pb::WriteRequest {
+            thread_id: t.into(),
+            resource_id: r.into(),
+            ..Default::default()
+        },
+    ));
+    record(5, write.await.map(drop));
+    let update = tasks.update(with_metadata(
+        metadata,
+        pb::UpdateRequest {
+            thread_id: t.into(),
+            resource_id: r.into(),
+            id: "task_none".into(),
+            ..Default::default()
+        },
+    ));
+    record(6, update.await.map(drop));
+    let complete = tasks.complete(with_metadata(
+        metadata,
+        pb::CompleteRequest {
+            thread_id: t.into(),
+            resource_id: r.into(),
+            id: "task_none".into(),
+        },
+    ));
+    record(7, complete.await.map(drop));
+    let check = tasks.check(with_metadata(
+        metadata,
+        pb::CheckRequest {
+            thread_id: t.into(),
+            resource_id: r.into(),
+        },
+    ));
+    record(8, check.await.map(drop));
+    let watch = tasks.watch(with_metadata(
+        metadata,
+        pb::WatchRequest {
+            thread_id: t.into(),
+            resource_id: r.into(),
+        },
+    ));
+    let watched = match watch.await {
+        Ok(stream) => {
+            let mut stream = stream.into_inner();
+            tokio::time::timeout(Duration::from_secs(10), stream.next())
+                .await
+                .expect("the first update comes in time")
+                .expect("the stream yields the current list")
+                .map(drop)
+        }
+        Err(status) => Err(status),
+    };
+    record(9, watched);
+
+    let pending =
+        approvals.list_pending(with_metadata(metadata, pb::ListPendingRequest::default()));
+    record(10, pending.await.map(drop));
+    let approve = approvals.approve(with_metadata(
+        metadata,
+        pb::ApproveRequest {
+            run_id: run(),
+            tool_call_id: "call".into(),
+            ..Default::default()
+        },
+    ));
+    record(11, approve.await.map(drop));
+    let decline = approvals.decline(with_metadata(
+        metadata,
+        pb::DeclineRequest {
+            run_id: run(),
+            tool_call_id: "call".into(),
+            ..Default::default()
+        },
+    ));
+    record(12, decline.await.map(drop));
+    let resume = approvals.resume(with_metadata(
+        metadata,
+        pb::ResumeRequest {
+            run_id: run(),
+            tool_call_id: "call".into(),
+            ..Default::default()
+        },
+    ));
+    record(13, resume.await.map(drop));
+    out
+}
