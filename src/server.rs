@@ -1,7 +1,5 @@
 //! Assembles the gRPC server: agentd services, health, reflection, limits, graceful shutdown.
 
-mod routes;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +32,6 @@ use crate::store::Store;
 use crate::store::embedded::EmbeddedStore;
 use crate::store::redis::RedisStore;
 use crate::tasklist::TaskLists;
-use routes::Routes;
 
 /// Health service name that stays SERVING while the process runs (for liveness probes); the
 /// overall "" and the agentd services follow the store (for readiness).
@@ -189,20 +186,18 @@ pub async fn serve(
     // Chunks are small writes: without TCP_NODELAY each could wait for a delayed ACK.
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let drain = shutdown.clone();
-    let routes = Routes::default()
-        .add(health_service)
-        .add(reflection_v1)
-        .add(reflection_v1alpha)
-        .add(rpc.layer(TaskServiceServer::new(tasks).max_decoding_message_size(limit)))
-        .add(rpc.layer(AgentServiceServer::new(agents).max_decoding_message_size(limit)))
-        .add(rpc.layer(ApprovalServiceServer::new(approvals).max_decoding_message_size(limit)));
-    let server = tonic::transport::Server::builder().serve_with_incoming_shutdown(
-        routes,
-        incoming,
-        async move {
+    let server = tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(rpc.layer(TaskServiceServer::new(tasks).max_decoding_message_size(limit)))
+        .add_service(rpc.layer(AgentServiceServer::new(agents).max_decoding_message_size(limit)))
+        .add_service(
+            rpc.layer(ApprovalServiceServer::new(approvals).max_decoding_message_size(limit)),
+        )
+        .serve_with_incoming_shutdown(incoming, async move {
             drain.cancelled().await;
-        },
-    );
+        });
 
     let grace = config.server.shutdown_grace();
     // In-flight calls end first; runs that outlive their call (on_disconnect = CONTINUE, log

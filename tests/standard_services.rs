@@ -334,21 +334,3 @@ async fn api_keys_guard_every_agentd_method_but_not_health_or_reflection() {
     answers.next().await.expect("an answer").expect("ok");
     server.stop().await.expect("clean stop");
 }
-
-#[tokio::test]
-async fn unknown_services_are_unimplemented() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let server = support::start_embedded(dir.path()).await;
-    let mut grpc = tonic::client::Grpc::new(support::channel(&server).await);
-    grpc.ready().await.expect("ready");
-    let status = grpc
-        .unary(
-            tonic::Request::new(()),
-            http::uri::PathAndQuery::from_static("/agentd.v1.NoSuchService/Call"),
-            tonic_prost::ProstCodec::<(), ()>::default(),
-        )
-        .await
-        .expect_err("no such service");
-    assert_eq!(status.code(), Code::Unimplemented);
-    server.stop().await.expect("clean stop");
-}
