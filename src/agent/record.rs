@@ -216,8 +216,7 @@ impl RunRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::state::{CallRecord, OpenStep, PendingCall, ResponseRecord, StepRecord};
-    use crate::model::Usage;
+    use crate::agent::state::{CallRecord, OpenStep, PendingCall, StepRecord};
     use serde_json::json;
 
     fn pending(id: &str, kind: PendingKind) -> PendingCall {
@@ -244,19 +243,9 @@ mod tests {
         let mut state = RunState::new(request, Vec::new(), false);
         state.open_step = Some(OpenStep {
             step: StepRecord {
-                index: 0,
-                text: String::new(),
-                reasoning: String::new(),
                 tool_calls: calls.iter().map(|p| p.call.clone()).collect(),
-                tool_results: Vec::new(),
                 finish_reason: FinishReason::ToolCalls,
-                usage: Usage::default(),
-                response: ResponseRecord::default(),
-                warnings: Vec::new(),
-                is_continued: false,
-                provider_metadata: None,
-                sources: Vec::new(),
-                files: Vec::new(),
+                ..StepRecord::empty(0)
             },
             done: Vec::new(),
             pending: calls,

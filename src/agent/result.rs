@@ -155,7 +155,6 @@ mod tests {
 
     fn step(index: u32, text: &str, results: Vec<ResultRecord>) -> StepRecord {
         StepRecord {
-            index,
             text: text.into(),
             reasoning: format!("r{index}"),
             tool_calls: results.iter().map(|r| call(&r.id)).collect(),
@@ -167,12 +166,8 @@ mod tests {
                 total_tokens: 3,
                 ..Usage::default()
             },
-            response: ResponseRecord::default(),
-            warnings: Vec::new(),
             is_continued: true,
-            provider_metadata: None,
-            sources: Vec::new(),
-            files: Vec::new(),
+            ..StepRecord::empty(index)
         }
     }
 

@@ -97,6 +97,27 @@ pub struct StepRecord {
     pub files: Vec<GeneratedFile>,
 }
 
+impl StepRecord {
+    /// A step that has produced nothing yet.
+    pub fn empty(index: u32) -> Self {
+        Self {
+            index,
+            text: String::new(),
+            reasoning: String::new(),
+            tool_calls: Vec::new(),
+            tool_results: Vec::new(),
+            finish_reason: FinishReason::Other,
+            usage: Usage::default(),
+            response: ResponseRecord::default(),
+            warnings: Vec::new(),
+            is_continued: false,
+            provider_metadata: None,
+            sources: Vec::new(),
+            files: Vec::new(),
+        }
+    }
+}
+
 /// Why a tool call waits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PendingKind {

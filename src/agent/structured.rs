@@ -408,22 +408,14 @@ mod tests {
 
     #[test]
     fn the_structuring_prompt_has_the_reference_sections() {
-        use crate::agent::state::{CallRecord, ResponseRecord, ResultRecord};
+        use crate::agent::state::{CallRecord, ResultRecord};
         let o = output(ErrorStrategy::Strict);
         let step = |text: &str, calls, results| StepRecord {
-            index: 0,
             text: text.into(),
-            reasoning: String::new(),
             tool_calls: calls,
             tool_results: results,
             finish_reason: FinishReason::Stop,
-            usage: Default::default(),
-            response: ResponseRecord::default(),
-            warnings: Vec::new(),
-            is_continued: false,
-            provider_metadata: None,
-            sources: Vec::new(),
-            files: Vec::new(),
+            ..StepRecord::empty(0)
         };
         let call = CallRecord {
             id: "c".into(),

@@ -17,9 +17,7 @@ use crate::agent::message::{self, Message, Part, Role, new_id, now_ms};
 use crate::agent::state::{CallRecord, ResponseRecord, StepRecord};
 use crate::agent::structured::{self, Placement};
 use crate::agent::tools::ToolKind;
-use crate::model::{
-    ChatMessage, FinishReason, ModelError, ModelEvent, ModelRequest, ToolDefinition, Usage,
-};
+use crate::model::{ChatMessage, ModelError, ModelEvent, ModelRequest, ToolDefinition};
 use crate::tasks::signal::TASK_LIST_GUIDANCE;
 use crate::telemetry;
 
@@ -171,21 +169,7 @@ impl Runner {
             () = self.cancel.cancelled() => return Err(StepFail::Aborted),
             started = provider.stream(request, call_cancel) => started.map_err(model_failed)?,
         };
-        let mut step = StepRecord {
-            index,
-            text: String::new(),
-            reasoning: String::new(),
-            tool_calls: Vec::new(),
-            tool_results: Vec::new(),
-            finish_reason: FinishReason::Other,
-            usage: Usage::default(),
-            response: ResponseRecord::default(),
-            warnings: Vec::new(),
-            is_continued: false,
-            provider_metadata: None,
-            sources: Vec::new(),
-            files: Vec::new(),
-        };
+        let mut step = StepRecord::empty(index);
         let mut names: HashMap<u32, String> = HashMap::new();
         let mut finished = false;
         let mut last_object: Option<Value> = None;
