@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The project's virtualenv (scripts/setup.sh makes it) when there is one.
+if [ -z "${PYTHON:-}" ] && [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; fi
 PYTHON=${PYTHON:-python3}
 REQUIREMENTS=tests/helm/requirements.txt
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore PIP_NO_INPUT=1

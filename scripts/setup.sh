@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs, idempotently: Debian redis-server, the Rust lint
-# components, buf (npm) and the Python packages of the client and chart tests.
+# components, npm and buf, and the Python packages of the client and chart tests (into .venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
+apt_updated=""
+apt_install() {
+  if [ -z "$apt_updated" ]; then
+    as_root apt-get update -qq
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "$@" >/dev/null
+}
+
 if ! command -v redis-server >/dev/null 2>&1; then
   echo "setup: installing redis-server"
-  as_root apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq redis-server >/dev/null
+  apt_install redis-server
 fi
 
 for component in rustfmt clippy; do
@@ -19,13 +27,29 @@ for component in rustfmt clippy; do
   fi
 done
 
+if ! command -v npm >/dev/null 2>&1; then
+  # Debian ships npm as its own package, apart from nodejs.
+  echo "setup: installing npm"
+  apt_install npm
+fi
+
 if ! command -v buf >/dev/null 2>&1; then
   echo "setup: installing buf"
   npm install -g --silent @bufbuild/buf@1.75.0 >/dev/null
 fi
 
+# The Python packages of the client and chart tests go into a project-local virtualenv:
+# Debian's system Python refuses `pip install` (PEP 668), and the tests use .venv/bin/python.
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  if ! python3 -m venv .venv 2>/dev/null; then
+    rm -rf .venv
+    apt_install python3-venv
+    python3 -m venv .venv
+  fi
+fi
 for requirements in tests/python/requirements.txt tests/helm/requirements.txt; do
   [ -f "$requirements" ] || continue
   # Pinned versions: when all are satisfied pip answers locally, without the network.
-  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -r "$requirements"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r "$requirements"
 done

@@ -26,7 +26,7 @@ cargo test --locked --all-targets
 
 step "python client"
 cargo build --locked --bins --features mock
-python3 -m pytest -q tests/python
+.venv/bin/python -m pytest -q tests/python
 
 if [ -x scripts/check-chart.sh ]; then
   step "helm chart"
