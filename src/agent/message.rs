@@ -264,27 +264,38 @@ fn user_part(part: &Part) -> Option<ContentPart> {
     }
 }
 
-/// The last `rows` rows of a thread's messages, counted as the reference stores them: a user
-/// message or a task-list signal is one row, and one run's consecutive assistant and tool
-/// messages (its whole response between two of those) are one row. `None` when `messages`
-/// (the newest stored messages, oldest first) may begin inside the earliest row wanted, so
-/// more must be read; `whole_thread` says `messages` is the entire thread.
-pub fn last_rows(messages: &[Message], rows: usize, whole_thread: bool) -> Option<&[Message]> {
-    if rows == 0 {
-        return Some(&[]);
+/// What a stored message is for counting history rows, read without decoding its content.
+#[derive(Deserialize)]
+pub struct RowPeek {
+    role: Role,
+    #[serde(default)]
+    signal: Option<serde::de::IgnoredAny>,
+}
+
+impl RowPeek {
+    /// Part of a run's response (an assistant or tool message, not a signal).
+    fn is_response(&self) -> bool {
+        self.signal.is_none() && matches!(self.role, Role::Assistant | Role::Tool)
     }
-    let starts: Vec<usize> = (0..messages.len())
-        .filter(|&i| {
-            let is_response =
-                |m: &Message| m.signal.is_none() && matches!(m.role, Role::Assistant | Role::Tool);
-            i == 0 || !is_response(&messages[i]) || !is_response(&messages[i - 1])
-        })
+}
+
+/// Where the last `rows` rows of a thread's messages begin, counted as the reference stores
+/// them: a user message or a task-list signal is one row, and one run's consecutive assistant
+/// and tool messages (its whole response between two of those) are one row. `peeks` are the
+/// newest stored messages, oldest first. `None` when they may begin inside the earliest row
+/// wanted, so more must be read; `whole_thread` says they are the entire thread.
+pub fn last_rows_start(peeks: &[RowPeek], rows: usize, whole_thread: bool) -> Option<usize> {
+    if rows == 0 {
+        return Some(peeks.len());
+    }
+    let starts: Vec<usize> = (0..peeks.len())
+        .filter(|&i| i == 0 || !peeks[i].is_response() || !peeks[i - 1].is_response())
         .collect();
     if starts.len() > rows {
-        return Some(&messages[starts[starts.len() - rows]..]);
+        return Some(starts[starts.len() - rows]);
     }
     // Fewer rows than wanted: all of them, unless the first may be the tail of a longer row.
-    whole_thread.then_some(messages)
+    whole_thread.then_some(0)
 }
 
 /// Drops what a history window cut in half: tool results whose call is outside the window
@@ -422,31 +433,44 @@ mod tests {
     #[test]
     fn rows_group_a_run_s_response_as_the_reference_stores_it() {
         let text = |role, t: &str| Message::new(role, vec![Part::Text { text: t.into() }]);
+        let mut signal = text(Role::User, "<current-task-list/>");
+        signal.signal = Some(SignalMeta {
+            kind: SignalMetaKind::Snapshot,
+            tasks: Vec::new(),
+        });
         let thread = vec![
             text(Role::User, "q1"),
             text(Role::Assistant, "a1"),
             text(Role::User, "q2"),
             Message::new(Role::Assistant, vec![call("L1")]),
             Message::new(Role::Tool, vec![result("L1")]),
+            signal,
             text(Role::Assistant, "a2"),
             text(Role::User, "q3"),
             text(Role::Assistant, "a3"),
         ];
-        let texts = |w: &[Message]| w.iter().map(Message::text).collect::<Vec<_>>();
-        let two = last_rows(&thread, 2, true).expect("enough");
-        assert_eq!(texts(two), ["q3", "a3"]);
-        let three = last_rows(&thread, 3, true).expect("enough");
-        assert_eq!(three.len(), 5, "the whole tool-using response is one row");
-        assert_eq!(texts(&three[..1]), [""]);
-        assert!(
-            last_rows(&thread[4..], 3, false).is_none(),
-            "a window starting inside a response needs more"
+        let peeks: Vec<RowPeek> = thread
+            .iter()
+            .map(|m| serde_json::from_slice(&serde_json::to_vec(m).unwrap()).unwrap())
+            .collect();
+        assert_eq!(last_rows_start(&peeks, 2, true), Some(7), "q3, a3");
+        assert_eq!(
+            last_rows_start(&peeks, 3, true),
+            Some(6),
+            "a2 is a row of its own"
         );
         assert_eq!(
-            last_rows(&thread[6..], 5, true).map(<[Message]>::len),
-            Some(2)
+            last_rows_start(&peeks, 5, true),
+            Some(3),
+            "the call and its result are one row"
         );
-        assert_eq!(last_rows(&thread, 0, true).map(<[Message]>::len), Some(0));
+        assert_eq!(
+            last_rows_start(&peeks[4..], 5, false),
+            None,
+            "a window starting inside a response needs more"
+        );
+        assert_eq!(last_rows_start(&peeks[7..], 5, true), Some(0));
+        assert_eq!(last_rows_start(&peeks, 0, true), Some(9));
     }
 
     #[test]

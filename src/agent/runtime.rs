@@ -223,30 +223,39 @@ impl Runtime {
             resource_id: memory.resource_id.clone(),
         };
         let rows = memory.last_messages;
-        // A row is usually 1 to 4 messages; read generously once, more only when needed.
-        let mut limit = rows.saturating_mul(4);
+        // A row is one message or a run's response (two to four): read a little more than the
+        // rows once, more only when the newest messages end inside a long response.
+        let mut limit = rows.saturating_mul(2).saturating_add(2);
         loop {
             let view = self
                 .deps
                 .store
                 .load_thread(&key, limit, &[TASKS_DOC])
                 .await?;
-            let mut messages = Vec::with_capacity(view.messages.len());
-            for raw in &view.messages {
+            // Rows are counted from each message's role alone; only the window is decoded.
+            let (mut at, mut peeks) = (Vec::new(), Vec::new());
+            for (i, raw) in view.messages.iter().enumerate() {
+                if let Ok(peek) = serde_json::from_slice::<message::RowPeek>(raw) {
+                    at.push(i);
+                    peeks.push(peek);
+                }
+            }
+            let whole = rows == 0 || view.messages.len() < limit || limit >= MAX_HISTORY_READ;
+            let Some(start) = message::last_rows_start(&peeks, rows, whole) else {
+                limit = limit.saturating_mul(4).min(MAX_HISTORY_READ);
+                continue;
+            };
+            let start = at.get(start).copied().unwrap_or(view.messages.len());
+            let mut history = Vec::with_capacity(view.messages.len() - start);
+            for raw in &view.messages[start..] {
                 match serde_json::from_slice::<Message>(raw) {
-                    Ok(m) => messages.push(m),
+                    Ok(m) => history.push(m),
                     Err(e) => {
                         warn!(thread = %key.thread_id, error = %e, "skipping an unreadable stored message")
                     }
                 }
             }
-            let whole = rows == 0 || view.messages.len() < limit || limit >= MAX_HISTORY_READ;
-            let Some(window) = message::last_rows(&messages, rows, whole) else {
-                limit = limit.saturating_mul(4).min(MAX_HISTORY_READ);
-                continue;
-            };
-            let history =
-                message::sanitize_history(window.to_vec(), memory.filter_incomplete_tool_calls);
+            let history = message::sanitize_history(history, memory.filter_incomplete_tool_calls);
             let tasks = TaskList::decode(view.docs.first().and_then(Option::as_ref))?;
             return Ok((history, tasks, view.exists));
         }
