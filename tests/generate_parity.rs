@@ -53,13 +53,7 @@ impl Tools {
                 "/boom",
                 post(|| async { (StatusCode::INTERNAL_SERVER_ERROR, "kaboom") }),
             );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let url = format!("http://{}", listener.local_addr().expect("addr"));
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let (url, task) = support::serve_http(app).await;
         Self {
             url,
             in_flight,

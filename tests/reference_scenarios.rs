@@ -29,14 +29,7 @@ async fn tool_server() -> (String, tokio::task::JoinHandle<()>) {
             "/danger",
             post(|Json(b): Json<Value>| async move { Json(json!({"deleted": b["args"]["path"]})) }),
         );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let task = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    (url, task)
+    support::serve_http(app).await
 }
 
 /// The reference's agents: instructions "You are test.", and the tools of each scenario.

@@ -115,6 +115,19 @@ pub fn agent_config(mock: &MockOpenAi, agents: &str, store_url: &str, dir: &Path
     config
 }
 
+/// Serves `app` on a free loopback port (an HTTP tool endpoint in a test); returns its base
+/// URL and the server task.
+pub async fn serve_http(app: axum::Router) -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, task)
+}
+
 /// An AgentService client for a running server.
 pub async fn agents_client(server: &RunningServer) -> AgentServiceClient<Channel> {
     AgentServiceClient::new(channel(server).await)
