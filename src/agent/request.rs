@@ -199,7 +199,7 @@ impl RunRequest {
         self.tool_call_concurrency = self
             .tool_call_concurrency
             .or(defaults.tool_call_concurrency);
-        self.require_tool_approval |= defaults.require_tool_approval;
+        // `require_tool_approval` is on the agent's tools already (see `Agents::from_config`).
         self.settings.temperature = self.settings.temperature.or(defaults.temperature);
         self.settings.max_output_tokens = self
             .settings

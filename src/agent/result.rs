@@ -123,11 +123,15 @@ impl RunResult {
         result
     }
 
-    /// The finish reason on the wire's terms: the run-level one, else the last step's.
-    pub fn model_reason(&self) -> Option<FinishReason> {
-        match self.end {
-            RunEnd::Model(reason) => Some(reason),
-            _ => None,
+    /// The result of a stored run, whose state may be gone (a finished record keeps none).
+    pub fn of_stored(run_id: &str, state: Option<&RunState>, end: RunEnd) -> Self {
+        match state {
+            Some(state) => Self::of(run_id, state, end),
+            None => Self::of(
+                run_id,
+                &RunState::new(Default::default(), Vec::new(), false),
+                end,
+            ),
         }
     }
 }

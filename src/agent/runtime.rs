@@ -282,6 +282,23 @@ impl Runtime {
             .await
     }
 
+    /// Writes chunks for a run nothing executes (a suspended one) after `after` in its log,
+    /// in the places the record reserved for them; returns once they are stored.
+    async fn append_to_log(&self, run_id: &str, after: u64, events: Vec<Event>) {
+        let (mut em, flush) = Emitter::new(
+            self.deps.store.clone(),
+            run_id.to_owned(),
+            after,
+            None,
+            self.log_limits(),
+        );
+        for event in events {
+            em.emit(event).await;
+        }
+        drop(em);
+        flush.wait().await;
+    }
+
     /// Runs a launch in the background, streaming to the returned client stream.
     fn spawn(self: &Arc<Self>, launch: Launch) -> ChunkStream {
         let (tx, rx) = mpsc::channel(CLIENT_BUFFER);

@@ -12,13 +12,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use super::{CONTROL_CHANNEL, Runtime, decode_record};
-use crate::agent::emit::Emitter;
 use crate::agent::error::RunError;
 use crate::agent::event::Event;
 use crate::agent::message::now_ms;
 use crate::agent::record::{RunRecord, RunStatus};
 use crate::agent::result::{RunEnd, RunResult};
-use crate::agent::state::RunState;
 use crate::store::{Cas, Versioned};
 
 impl Runtime {
@@ -83,19 +81,13 @@ impl Runtime {
             Cas::Conflict(_) => return Ok(false),
         }
         self.index_pending(&record, false).await;
-        let (mut em, flush) = Emitter::new(
-            self.deps.store.clone(),
-            record.run_id.clone(),
-            first_sequence,
-            None,
-            self.log_limits(),
-        );
-        em.emit(Event::Abort(why.to_owned())).await;
-        let state = state.unwrap_or_else(|| RunState::new(Default::default(), Vec::new(), false));
-        let result = RunResult::of(&record.run_id, &state, RunEnd::Aborted);
-        em.emit(Event::Finish(Box::new(result))).await;
-        drop(em);
-        flush.wait().await;
+        let result = RunResult::of_stored(&record.run_id, state.as_ref(), RunEnd::Aborted);
+        let events = vec![
+            Event::Abort(why.to_owned()),
+            Event::Finish(Box::new(result)),
+        ];
+        self.append_to_log(&record.run_id, first_sequence, events)
+            .await;
         Ok(true)
     }
 

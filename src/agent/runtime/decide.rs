@@ -10,14 +10,13 @@ use tracing::warn;
 use super::{ChunkStream, Launch, Runtime, decode_record, run_span};
 use crate::agent::AgentDef;
 use crate::agent::decision;
-use crate::agent::emit::Emitter;
 use crate::agent::error::RunError;
 use crate::agent::event::Event;
 use crate::agent::message::now_ms;
 use crate::agent::record::{Decided, RunRecord};
 use crate::agent::request::{OnDisconnect, RunRequest};
 use crate::agent::result::{RunEnd, RunResult};
-use crate::agent::state::{Decision, PendingKind, RunState, SuspendedTool};
+use crate::agent::state::{Decision, PendingKind, SuspendedTool};
 use crate::agent::wire;
 use crate::pb;
 use crate::store::{Cas, ThreadKey};
@@ -139,24 +138,13 @@ impl Runtime {
         first_sequence: u64,
     ) -> Result<ChunkStream, RunError> {
         let run_id = record.run_id.as_str();
-        let result = match &record.state {
-            Some(state) => RunResult::of(run_id, state, RunEnd::Suspended),
-            None => RunResult::of(
-                run_id,
-                &RunState::new(Default::default(), Vec::new(), false),
-                RunEnd::Suspended,
-            ),
-        };
-        let (mut em, flush) = Emitter::new(
-            self.deps.store.clone(),
-            run_id.to_owned(),
+        let result = RunResult::of_stored(run_id, record.state.as_ref(), RunEnd::Suspended);
+        self.append_to_log(
+            run_id,
             first_sequence,
-            None,
-            self.log_limits(),
-        );
-        em.emit(Event::Finish(Box::new(result))).await;
-        drop(em);
-        flush.wait().await;
+            vec![Event::Finish(Box::new(result))],
+        )
+        .await;
         self.observe(run_id, first_sequence).await
     }
 
