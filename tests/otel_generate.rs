@@ -18,6 +18,31 @@ use support::otlp::{OtlpCollector, hex, int_attr, str_attr};
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT: &str = "00f067aa0ba902b7";
 
+/// Runs a Generate whose finish must name `trace`; returns the exported spans once the run's
+/// `agent.run` span in that trace has arrived, and that span.
+async fn traced_run(
+    client: &mut pb::agent_service_client::AgentServiceClient<tonic::transport::Channel>,
+    collector: &OtlpCollector,
+    request: tonic::Request<pb::GenerateRequest>,
+    trace: &str,
+) -> (Vec<Span>, Span) {
+    let chunks = support::collect(
+        client
+            .generate(request)
+            .await
+            .expect("generate")
+            .into_inner(),
+    )
+    .await;
+    assert_eq!(support::finish(&chunks).trace_id, trace);
+    let is_run = |s: &Span| s.name == "agent.run" && hex(&s.trace_id) == trace;
+    let spans = collector
+        .wait_for_spans(|spans| spans.iter().any(is_run), Duration::from_secs(20))
+        .await;
+    let run = spans.iter().find(|s| is_run(s)).cloned().expect("run span");
+    (spans, run)
+}
+
 fn children<'a>(spans: &'a [Span], parent: &Span) -> Vec<&'a Span> {
     spans
         .iter()
@@ -168,29 +193,7 @@ async fn generate_is_traced_under_the_callers_trace() {
             .parse()
             .expect("ascii"),
     );
-    let chunks = support::collect(
-        client
-            .generate(request)
-            .await
-            .expect("generate")
-            .into_inner(),
-    )
-    .await;
-    assert_eq!(support::finish(&chunks).trace_id, other);
-    let spans = collector
-        .wait_for_spans(
-            |spans| {
-                spans
-                    .iter()
-                    .any(|s| s.name == "agent.run" && hex(&s.trace_id) == other)
-            },
-            Duration::from_secs(20),
-        )
-        .await;
-    let run = spans
-        .iter()
-        .find(|s| s.name == "agent.run" && hex(&s.trace_id) == other)
-        .expect("run span");
+    let (spans, run) = traced_run(&mut client, &collector, request, other).await;
     let rpc = spans
         .iter()
         .find(|s| s.span_id == run.parent_span_id)
@@ -215,29 +218,7 @@ async fn generate_is_traced_under_the_callers_trace() {
     request
         .metadata_mut()
         .insert("traceparent", "garbage".parse().expect("ascii"));
-    let chunks = support::collect(
-        client
-            .generate(request)
-            .await
-            .expect("generate")
-            .into_inner(),
-    )
-    .await;
-    assert_eq!(support::finish(&chunks).trace_id, fields_trace);
-    let spans = collector
-        .wait_for_spans(
-            |spans| {
-                spans
-                    .iter()
-                    .any(|s| s.name == "agent.run" && hex(&s.trace_id) == fields_trace)
-            },
-            Duration::from_secs(20),
-        )
-        .await;
-    let run = spans
-        .iter()
-        .find(|s| s.name == "agent.run" && hex(&s.trace_id) == fields_trace)
-        .expect("run span");
+    let (_, run) = traced_run(&mut client, &collector, request, fields_trace).await;
     assert_eq!(hex(&run.parent_span_id), fields_parent);
 
     // Without request fields a malformed header is still INVALID_ARGUMENT naming it.
