@@ -175,6 +175,7 @@ pub async fn serve(
             retention: Duration::from_secs(config.limits.run_retention_secs),
             max_log_chunks: config.limits.max_log_chunks,
             approval_ttl: Duration::from_secs(config.limits.approval_ttl_secs),
+            hook_deadline: Duration::from_millis(config.limits.hook_deadline_ms),
         },
     );
     let abort_listener = tokio::spawn(runtime.clone().listen_for_aborts(shutdown.clone()));

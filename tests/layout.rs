@@ -51,7 +51,7 @@ fn a_run_changes_status_in_one_place() {
 
 #[test]
 fn a_config_knob_and_its_environment_variable_are_added_in_one_place() {
-    assert_eq!(files_with("\"AGENTD_"), ["src/config.rs"]);
+    assert_eq!(files_with("\"AGENTD_"), ["src/config/mod.rs"]);
 }
 
 #[test]

@@ -45,6 +45,8 @@ pub enum FailureCategory {
     System,
     /// The store could not keep the run's state.
     Store,
+    /// A hook (client or webhook) failed under the FAIL policy, or a prepare_step hook threw.
+    Hook,
 }
 
 impl FailureCategory {
@@ -54,6 +56,7 @@ impl FailureCategory {
             Self::Model => "MODEL",
             Self::System => "SYSTEM",
             Self::Store => "STORE",
+            Self::Hook => "HOOK",
         }
     }
 }
@@ -73,6 +76,9 @@ pub enum RunFailure {
     /// The run's messages or state could not be saved.
     #[error("Saving the run's messages failed: {0}")]
     Store(String),
+    /// A hook failed and its policy ends the run.
+    #[error("{0}")]
+    Hook(String),
 }
 
 impl RunFailure {
@@ -83,6 +89,7 @@ impl RunFailure {
             Self::StructuredOutputTruncated(_) => "STRUCTURED_OUTPUT_TRUNCATED",
             Self::StructuredOutputInvalid(_) => "STRUCTURED_OUTPUT_SCHEMA_VALIDATION_FAILED",
             Self::Store(_) => "STORE_UNAVAILABLE",
+            Self::Hook(_) => "HOOK_FAILED",
         }
     }
 
@@ -94,6 +101,7 @@ impl RunFailure {
                 FailureCategory::System
             }
             Self::Store(_) => FailureCategory::Store,
+            Self::Hook(_) => FailureCategory::Hook,
         }
     }
 }
@@ -126,6 +134,7 @@ mod tests {
                 "STRUCTURED_OUTPUT_SCHEMA_VALIDATION_FAILED",
                 "SYSTEM",
             ),
+            (RunFailure::Hook("late".into()), "HOOK_FAILED", "HOOK"),
             (
                 RunFailure::Store("down".into()),
                 "STORE_UNAVAILABLE",

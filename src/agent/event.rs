@@ -3,7 +3,9 @@
 
 use serde_json::Value;
 
+use super::completion::CompletionCheck;
 use super::error::RunFailure;
+use super::hooks::HookNote;
 use super::result::RunResult;
 use super::state::{CallRecord, PendingCall, ResultRecord, StepRecord};
 
@@ -136,6 +138,10 @@ pub enum Event {
     Abort(String),
     /// The run failed.
     Error(RunFailure),
+    /// The completion scorers ran.
+    CompletionCheck(CompletionCheck),
+    /// A hook failed or missed its deadline.
+    HookError(HookNote),
     /// The run ended (or suspended); carries the whole result.
     Finish(Box<RunResult>),
 }

@@ -2,10 +2,12 @@
 //! approvals, and the runtime that starts, observes, aborts and resumes runs on any replica.
 
 pub mod auto_resume;
+pub mod completion;
 pub mod decision;
 pub mod emit;
 pub mod error;
 pub mod event;
+pub mod hooks;
 pub mod message;
 pub mod record;
 pub mod request;
@@ -40,6 +42,8 @@ pub struct AgentDef {
     pub model: String,
     /// Its tools, in order (task tools first, then HTTP tools).
     pub tools: Vec<ToolSpec>,
+    /// Its webhooks, in config order (`config.webhooks`).
+    pub webhooks: Vec<Arc<hooks::webhook::Webhook>>,
 }
 
 impl AgentDef {
@@ -84,6 +88,7 @@ impl Agents {
             providers.insert(p.name.clone(), provider);
         }
         let mut by_id = BTreeMap::new();
+        let http = reqwest::Client::new();
         for a in &config.agents {
             let (provider_name, model) = a.model.split_once('/').ok_or_else(|| {
                 ConfigError::Invalid(format!("agent {:?}: model must be provider/model", a.id))
@@ -105,6 +110,18 @@ impl Agents {
                 tool.require_approval = a.default_options.require_tool_approval
                     || a.require_approval.contains(&tool.name);
             }
+            let webhooks = a
+                .webhooks
+                .iter()
+                .enumerate()
+                .map(|(i, w)| {
+                    hooks::webhook::Webhook::new(w, http.clone())
+                        .map(Arc::new)
+                        .map_err(|e| {
+                            ConfigError::Invalid(format!("agent {:?}: webhooks[{i}]: {e}", a.id))
+                        })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
             by_id.insert(
                 a.id.clone(),
                 Arc::new(AgentDef {
@@ -112,6 +129,7 @@ impl Agents {
                     provider,
                     model: model.to_owned(),
                     tools,
+                    webhooks,
                 }),
             );
         }

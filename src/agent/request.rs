@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::message::Message;
-use crate::config::AgentDefaults;
+use crate::config::{AgentDefaults, CompletionConfig};
 use crate::model::{FinishReason, ModelSettings, ToolChoice};
 
 /// A declarative stop condition, checked after each step that would continue.
@@ -189,6 +189,9 @@ pub struct RunRequest {
     pub idempotency_key: Option<String>,
     /// Disconnect behaviour.
     pub on_disconnect: OnDisconnect,
+    /// Completion scorers (the request's, else the agent's).
+    #[serde(default)]
+    pub is_task_complete: Option<CompletionConfig>,
 }
 
 impl RunRequest {

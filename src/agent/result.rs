@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use super::completion::CompletionCheck;
 use super::error::RunFailure;
 use super::event::{GeneratedFile, Source};
 use super::message::Message;
@@ -68,6 +69,8 @@ pub struct RunResult {
     pub trace_id: String,
     /// Span id of the run span.
     pub span_id: String,
+    /// The run's last completion check.
+    pub completion: Option<CompletionCheck>,
 }
 
 impl RunResult {
@@ -104,6 +107,7 @@ impl RunResult {
             error: None,
             trace_id: String::new(),
             span_id: String::new(),
+            completion: None,
         };
         if end == RunEnd::Suspended
             && let Some(open) = &state.open_step

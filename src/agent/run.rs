@@ -3,6 +3,8 @@
 //! how a run ends: completed (structured output, memory, title), suspended for decisions,
 //! aborted or failed. A suspended run returns its state; [`Runner::resume`] continues it.
 
+mod completion;
+mod hooks;
 mod memory;
 mod model_call;
 mod tool_calls;
@@ -15,21 +17,25 @@ use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, warn};
 
+use super::completion::CompletionCheck;
 use super::emit::Emitter;
 use super::error::RunFailure;
 use super::event::Event;
+use super::hooks::RunHooks;
 use super::request::StructuredOutput;
 use super::result::{RunEnd, RunResult};
 use super::state::{OpenStep, RunState, StepRecord};
 use super::stop::{StepFacts, StepPolicy, StopCause, step_wants_more};
 use super::structured::{self, ObjectOutcome};
 use super::tools::{ToolEnv, ToolSpec};
-use super::{AgentDef, ModelRef};
+use super::{AgentDef, Agents, ModelRef};
 use crate::model::{FinishReason, ModelEvent, ModelRequest};
 use crate::store::{Store, ThreadKey};
 use crate::tasklist::{TaskList, TaskLists};
 use crate::telemetry;
 
+pub use completion::hook_scorers_need;
+pub(super) use hooks::StepOverrides;
 pub use tool_calls::offered_tools;
 
 /// What a run needs from the server.
@@ -84,6 +90,20 @@ pub struct Runner {
     resumed: bool,
     /// The separate structuring model of `structured_output.model`.
     structurer: Option<ModelRef>,
+    /// The configured agents and providers (models named by hooks and judges).
+    agents: Arc<Agents>,
+    /// The run's hook handlers, when it has any.
+    hooks: Option<Arc<RunHooks>>,
+    /// A tool or scorer hook failed under the FAIL policy: the run fails after the phase.
+    hook_fatal: std::sync::Mutex<Option<RunFailure>>,
+    /// Steps done when this loop (re)started: hook iterations count from it.
+    loop_start: usize,
+    /// What `prepare_step` changed for the step being called.
+    overrides: StepOverrides,
+    /// `on_iteration_complete` said stop after the next step.
+    stop_after_next: bool,
+    /// The last completion check.
+    completion: Option<CompletionCheck>,
 }
 
 impl Runner {
@@ -111,6 +131,7 @@ impl Runner {
             run_id: run_id.clone(),
             request_context: Value::Object(request.request_context.clone()),
         };
+        let loop_start = state.steps.len();
         Self {
             run_id,
             agent,
@@ -123,7 +144,26 @@ impl Runner {
             abort_reason,
             resumed: false,
             structurer: None,
+            agents: Arc::default(),
+            hooks: None,
+            hook_fatal: std::sync::Mutex::new(None),
+            loop_start,
+            overrides: StepOverrides::default(),
+            stop_after_next: false,
+            completion: None,
         }
+    }
+
+    /// Resolves models named by hooks and judges among these agents' providers.
+    pub fn with_agents(mut self, agents: Arc<Agents>) -> Self {
+        self.agents = agents;
+        self
+    }
+
+    /// Calls these hooks while the run runs.
+    pub fn with_hooks(mut self, hooks: Option<Arc<RunHooks>>) -> Self {
+        self.hooks = hooks;
+        self
     }
 
     /// Uses `model` to structure the final answer (`structured_output.model`).
@@ -150,7 +190,12 @@ impl Runner {
         let Some(open) = self.state.open_step.take() else {
             return self.drive(em).await;
         };
-        match self.settle(em, open).await {
+        let phase = self.settle(em, open).await;
+        self.emit_hook_notes(em).await;
+        if let Some(failure) = self.take_hook_fatal() {
+            return self.failed(em, failure).await;
+        }
+        match phase {
             ToolPhase::Done(step) => match self.finish_step(em, step).await {
                 Some(outcome) => outcome,
                 None => self.drive(em).await,
@@ -166,7 +211,13 @@ impl Runner {
             let index = u32::try_from(self.state.steps.len()).unwrap_or(u32::MAX);
             let span = telemetry::step_span(index);
             let started = std::time::Instant::now();
-            let step = match self.call_model(index, em).instrument(span.clone()).await {
+            match self.prepare_step(index).instrument(span.clone()).await {
+                Ok(overrides) => self.overrides = overrides,
+                Err(failure) => return self.failed_noting(em, failure).await,
+            }
+            let called = self.call_model(index, em).instrument(span.clone()).await;
+            self.overrides = StepOverrides::default();
+            let step = match called {
                 Ok(step) => step,
                 Err(StepFail::Aborted) => return self.aborted(em).await,
                 Err(StepFail::Failed(failure)) => return self.failed(em, failure).await,
@@ -176,6 +227,10 @@ impl Runner {
                 .push(model_call::assistant_message(&step));
             let phase = self.run_tools(em, step).instrument(span).await;
             telemetry::metrics().step(started.elapsed());
+            self.emit_hook_notes(em).await;
+            if let Some(failure) = self.take_hook_fatal() {
+                return self.failed(em, failure).await;
+            }
             match phase {
                 ToolPhase::Done(step) => {
                     if let Some(outcome) = self.finish_step(em, step).await {
@@ -196,7 +251,21 @@ impl Runner {
                 .response
                 .push(tool_calls::tool_message(&step.tool_results));
         }
-        let wants_more = step_wants_more(step.finish_reason, !step.tool_calls.is_empty());
+        let mut wants_more = step_wants_more(step.finish_reason, !step.tool_calls.is_empty());
+        if !wants_more {
+            match self.check_completion(&step).await {
+                Ok(Some(check)) => {
+                    if !check.passed {
+                        self.add_completion_feedback(&check);
+                        wants_more = true;
+                    }
+                    em.emit(Event::CompletionCheck(check.clone())).await;
+                    self.completion = Some(check);
+                }
+                Ok(None) => {}
+                Err(failure) => return Some(self.failed_noting(em, failure).await),
+            }
+        }
         let steps_after = u32::try_from(self.state.steps.len() + 1).unwrap_or(u32::MAX);
         let total = self
             .state
@@ -216,13 +285,26 @@ impl Runner {
                 })
             })
             .flatten();
-        step.is_continued = wants_more && stop.is_none();
-        if stop == Some(StopCause::Ceiling) {
+        // `continue: false` with feedback last step: this step ends the run unless the hook
+        // now says continue.
+        let stop =
+            stop.or(std::mem::take(&mut self.stop_after_next).then_some(StopCause::Condition));
+        let verdict = match self.on_iteration(&step, wants_more, stop).await {
+            Ok(verdict) => verdict,
+            Err(failure) => return Some(self.failed_noting(em, failure).await),
+        };
+        step.is_continued = verdict.continued;
+        self.stop_after_next = verdict.stop_after_next;
+        if let Some(feedback) = verdict.feedback {
+            self.state.response.push(hooks::feedback_message(feedback));
+        }
+        if stop == Some(StopCause::Ceiling) && !step.is_continued {
             self.state.warnings.push(format!(
                 "The run stopped at the server's ceiling of {} steps",
                 self.policy.cap()
             ));
         }
+        self.emit_hook_notes(em).await;
         telemetry::metrics().tokens(step.usage.input_tokens, step.usage.output_tokens);
         em.emit(Event::StepFinish(step.clone())).await;
         let continued = step.is_continued;
@@ -288,6 +370,7 @@ impl Runner {
             self.generate_title(em).await;
         }
         let mut result = self.result(RunEnd::Model(last_reason));
+        result.completion = self.completion.take();
         result.object = object;
         result.used_fallback_value = used_fallback;
         self.outcome(result, None)
@@ -399,6 +482,26 @@ impl Runner {
         let mut result = self.result(RunEnd::Failed);
         result.error = Some(failure);
         self.outcome(result, None)
+    }
+
+    /// `hook_error` chunks for the hook failures since the last call.
+    async fn emit_hook_notes(&mut self, em: &mut Emitter) {
+        let Some(hooks) = &self.hooks else {
+            return;
+        };
+        for note in hooks.take_notes() {
+            em.emit(Event::HookError(note)).await;
+        }
+    }
+
+    fn take_hook_fatal(&self) -> Option<RunFailure> {
+        self.hook_fatal.lock().ok().and_then(|mut f| f.take())
+    }
+
+    /// Fails the run after reporting the hook failures that led to it.
+    async fn failed_noting(&mut self, em: &mut Emitter, failure: RunFailure) -> RunOutcome {
+        self.emit_hook_notes(em).await;
+        self.failed(em, failure).await
     }
 
     fn result(&self, end: RunEnd) -> RunResult {

@@ -25,12 +25,13 @@ use tracing::{Instrument, debug, warn};
 use super::emit::{ClientSender, Emitter};
 use super::error::RunError;
 use super::event::Event;
+use super::hooks::{ClientHooks, HookMeta, RunHooks};
 use super::message::{self, Message, new_id, now_ms};
 use super::record::{RunRecord, RunStatus};
 use super::request::RunRequest;
 use super::run::{RunDeps, RunOutcome, Runner};
 use super::state::RunState;
-use super::validate::validate_against_agent;
+use super::validate::{validate_against_agent, validate_completion};
 use super::{AgentDef, Agents};
 use crate::pb;
 use crate::pb::chunk::Payload;
@@ -65,6 +66,8 @@ pub struct RuntimeLimits {
     pub max_log_chunks: usize,
     /// How long pending approvals wait.
     pub approval_ttl: Duration,
+    /// How long a hook call may take when nothing else says.
+    pub hook_deadline: Duration,
 }
 
 /// Everything a run (or a continuation) starts with.
@@ -80,6 +83,8 @@ struct Launch {
     trace: TraceIds,
     /// Continue a suspended run rather than start one.
     resuming: bool,
+    /// The hooks the calling client answers, if it called with hooks.
+    hooks: Option<Arc<ClientHooks>>,
 }
 
 struct LiveRun {
@@ -128,6 +133,7 @@ impl Runtime {
         self: &Arc<Self>,
         request: RunRequest,
         parent: Option<opentelemetry::Context>,
+        hooks: Option<Arc<ClientHooks>>,
     ) -> Result<(ChunkStream, TraceIds), RunError> {
         let agent = self.agents.get(&request.agent_id).ok_or_else(|| {
             RunError::NotFound(format!("agent {:?} is not configured", request.agent_id))
@@ -136,6 +142,12 @@ impl Runtime {
         let fingerprint = request.fingerprint();
         let mut request = request;
         request.apply_defaults(&agent.config.default_options);
+        if request.is_task_complete.is_none() {
+            request
+                .is_task_complete
+                .clone_from(&agent.config.is_task_complete);
+        }
+        validate_completion(&agent, &self.agents, &request, hooks.as_deref())?;
         let mut run_id = request.run_id.clone().unwrap_or_else(new_id);
         if let Some(key) = &request.idempotency_key {
             let claim = json!({"run_id": run_id, "fingerprint": fingerprint}).to_string();
@@ -204,6 +216,7 @@ impl Runtime {
             span,
             trace: trace.clone(),
             resuming: false,
+            hooks,
         });
         Ok((stream, trace))
     }
@@ -330,7 +343,7 @@ impl Runtime {
     ) {
         let Launch {
             agent,
-            state,
+            mut state,
             tasks,
             mut record,
             version,
@@ -338,6 +351,7 @@ impl Runtime {
             span: _,
             trace,
             resuming,
+            hooks,
         } = launch;
         let run_id = record.run_id.clone();
         let (mut em, flush) = Emitter::new(
@@ -353,6 +367,24 @@ impl Runtime {
             .as_ref()
             .and_then(|o| o.model.as_deref())
             .and_then(|m| self.agents.model(m));
+        if let Some(client) = &hooks {
+            state.client_hooks = Some(client.binding().clone());
+        }
+        let memory = state.request.memory.as_ref();
+        let meta = HookMeta {
+            run_id: run_id.clone(),
+            agent_id: agent.config.id.clone(),
+            thread_id: memory.map(|m| m.thread_id.clone()).unwrap_or_default(),
+            resource_id: memory.map(|m| m.resource_id.clone()).unwrap_or_default(),
+        };
+        let hooks = RunHooks::resolve(
+            &agent.config,
+            &agent.webhooks,
+            hooks,
+            state.client_hooks.as_ref(),
+            self.limits.hook_deadline,
+            meta,
+        );
         let runner = Runner::new(
             run_id.clone(),
             agent,
@@ -362,7 +394,9 @@ impl Runtime {
             cancel,
             reason,
         )
-        .with_structurer(structurer);
+        .with_structurer(structurer)
+        .with_agents(self.agents.clone())
+        .with_hooks(hooks);
         let RunOutcome {
             mut result,
             suspended,

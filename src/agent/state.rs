@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::event::{GeneratedFile, Source};
+use super::hooks::ClientBinding;
 use super::message::Message;
 use super::request::RunRequest;
 use crate::model::{FinishReason, Usage};
@@ -203,6 +204,14 @@ pub struct RunState {
     /// Runs whose waiting call this run answered (they end when it does).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub answered_runs: Vec<String>,
+    /// The hooks the starting client answered: a continuation without a handler applies
+    /// their policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_hooks: Option<ClientBinding>,
+    /// The conversation `prepare_step` put in place, and how many response messages existed
+    /// then: the model reads it followed by the response messages added since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_override: Option<(Vec<Message>, usize)>,
 }
 
 impl RunState {
@@ -225,6 +234,8 @@ impl RunState {
             open_step: None,
             suspended_tools: Vec::new(),
             answered_runs: Vec::new(),
+            client_hooks: None,
+            prompt_override: None,
         }
     }
 
@@ -236,12 +247,22 @@ impl RunState {
             .chain(&self.response)
     }
 
-    /// The messages the model reads, oldest first: history, context, input, response.
-    pub fn prompt_messages(&self) -> impl Iterator<Item = &Message> {
-        self.history
-            .iter()
-            .chain(&self.request.context)
-            .chain(&self.request.input)
-            .chain(&self.response)
+    /// The messages the model reads, oldest first: history, context, input, response (or
+    /// what `prepare_step` replaced them with, then the response added since).
+    pub fn prompt_messages(&self) -> Box<dyn Iterator<Item = &Message> + '_> {
+        match &self.prompt_override {
+            Some((messages, from)) => Box::new(
+                messages
+                    .iter()
+                    .chain(self.response.get(*from..).unwrap_or_default()),
+            ),
+            None => Box::new(
+                self.history
+                    .iter()
+                    .chain(&self.request.context)
+                    .chain(&self.request.input)
+                    .chain(&self.response),
+            ),
+        }
     }
 }

@@ -45,6 +45,9 @@ pub enum StopCause {
 pub struct StepPolicy {
     cap: u32,
     cap_is_ceiling: bool,
+    /// The run's own max_steps (bounded by the ceiling), if it set one.
+    max_steps: Option<u32>,
+    ceiling: u32,
     conditions: Vec<StopCondition>,
 }
 
@@ -60,6 +63,8 @@ impl StepPolicy {
         Self {
             cap,
             cap_is_ceiling,
+            max_steps: max_steps.map(|n| n.min(ceiling)),
+            ceiling,
             conditions: stop_when.to_vec(),
         }
     }
@@ -77,6 +82,14 @@ impl StepPolicy {
             });
         }
         None
+    }
+
+    /// Whether a hook may force another step after `steps` steps: below the run's max_steps,
+    /// or below the server's ceiling when the run set none (the default cap does not apply,
+    /// as the reference's forced continuation bypasses it).
+    pub fn below_max_steps(&self, steps: usize) -> bool {
+        let steps = u32::try_from(steps).unwrap_or(u32::MAX);
+        steps < self.max_steps.unwrap_or(self.ceiling)
     }
 
     /// The most steps this run may take.

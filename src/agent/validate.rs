@@ -2,10 +2,13 @@
 //! structured-output schema and model. Runs before anything is written.
 
 use super::error::RunError;
+use super::hooks::ClientHooks;
 use super::request::RunRequest;
 use super::run::offered_tools;
 use super::structured;
 use super::{AgentDef, Agents};
+use crate::config::ScorerKind;
+use crate::pb;
 
 /// Checks a request against its agent: tool names, tool choice, client tools, schema.
 pub fn validate_against_agent(
@@ -59,6 +62,55 @@ pub fn validate_against_agent(
                 "structured_output.model".into(),
                 format!("{model:?} names no configured provider"),
             ));
+        }
+    }
+    if violations.is_empty() {
+        Ok(())
+    } else {
+        Err(RunError::Invalid(violations))
+    }
+}
+
+/// Checks the run's completion scorers: judge models are configured, schemas compile, and a
+/// `hook` scorer has a handler (the calling client's, or one of the agent's webhooks).
+pub fn validate_completion(
+    agent: &AgentDef,
+    agents: &Agents,
+    request: &RunRequest,
+    client: Option<&ClientHooks>,
+) -> Result<(), RunError> {
+    let Some(config) = &request.is_task_complete else {
+        return Ok(());
+    };
+    let hook = pb::HookKind::IsTaskComplete as i32;
+    let handled = client.is_some_and(|c| c.binding().kinds.contains(&hook))
+        || agent
+            .config
+            .webhooks
+            .iter()
+            .any(|w| w.kinds.iter().any(|k| k == "is_task_complete"));
+    let mut violations = Vec::new();
+    for (i, scorer) in config.scorers.iter().enumerate() {
+        let field = format!("is_task_complete.scorers.{i}");
+        match &scorer.kind {
+            ScorerKind::Hook if !handled => violations.push((
+                field,
+                "a hook scorer needs an is_task_complete hook: declare the kind on \
+                 GenerateWithHooks, or give the agent a webhook for it"
+                    .to_owned(),
+            )),
+            ScorerKind::LlmJudge { model, .. } if agents.model(model).is_none() => {
+                violations.push((
+                    format!("{field}.llm_judge.model"),
+                    format!("{model:?} names no configured provider"),
+                ))
+            }
+            ScorerKind::JsonSchema { schema } => {
+                if let Err(e) = structured::compile(schema) {
+                    violations.push((format!("{field}.json_schema.schema"), e));
+                }
+            }
+            _ => {}
         }
     }
     if violations.is_empty() {

@@ -2,11 +2,13 @@
 
 use std::sync::Arc;
 
+use futures::StreamExt;
 use serde_json::Value;
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response, Status, Streaming};
 
 use super::error::Violations;
-use super::{ChunkStream, check_id, check_text, chunk_stream, to_i32};
+use super::{ChunkStream, check_id, check_text, chunk_stream, hooks, to_i32};
+use crate::agent::hooks::ClientHooks;
 use crate::agent::message::{Message, Part, Role};
 use crate::agent::request::{
     ClientTool, ErrorStrategy, Injection, MemoryRequest, OnDisconnect, RunRequest, StopCondition,
@@ -127,6 +129,10 @@ pub fn run_request(req: pb::GenerateRequest, limits: &Limits) -> Result<RunReque
     for (i, system) in req.system.iter().enumerate() {
         check_text(&mut v, &format!("system.{i}"), system, limits);
     }
+    let is_task_complete = req
+        .is_task_complete
+        .as_ref()
+        .and_then(|c| super::completion::completion(&mut v, c, limits));
     let tracing = req
         .tracing_options
         .as_ref()
@@ -184,6 +190,7 @@ pub fn run_request(req: pb::GenerateRequest, limits: &Limits) -> Result<RunReque
         save_per_step: req.save_per_step,
         idempotency_key: (!req.idempotency_key.is_empty()).then_some(req.idempotency_key),
         on_disconnect,
+        is_task_complete,
     })
 }
 
@@ -263,25 +270,10 @@ fn stop_conditions(v: &mut Violations, list: &[pb::StopCondition]) -> Vec<StopCo
 }
 
 fn tool_choice(v: &mut Violations, choice: &pb::ToolChoice) -> Option<ToolChoice> {
-    use pb::tool_choice::Choice;
-    match &choice.choice {
-        None => None,
-        Some(Choice::Mode(mode)) => match pb::ToolChoiceMode::try_from(*mode) {
-            Ok(pb::ToolChoiceMode::Auto) => Some(ToolChoice::Auto),
-            Ok(pb::ToolChoiceMode::None) => Some(ToolChoice::None),
-            Ok(pb::ToolChoiceMode::Required) => Some(ToolChoice::Required),
-            Ok(pb::ToolChoiceMode::Unspecified) => None,
-            Err(_) => {
-                v.add("tool_choice.mode", "unknown mode");
-                None
-            }
-        },
-        Some(Choice::ToolName(name)) if name.is_empty() => {
-            v.add("tool_choice.tool_name", "must name a tool");
-            None
-        }
-        Some(Choice::ToolName(name)) => Some(ToolChoice::Tool(name.clone())),
-    }
+    wire::tool_choice_from(choice).unwrap_or_else(|(field, problem)| {
+        v.add(format!("tool_choice.{field}"), problem);
+        None
+    })
 }
 
 fn structured_output(v: &mut Violations, o: &pb::StructuredOutput) -> Option<StructuredOutput> {
@@ -456,6 +448,49 @@ fn required_run_id(run_id: &str, limits: &Limits) -> Result<(), Status> {
 impl pb::agent_service_server::AgentService for AgentApi {
     type GenerateStream = ChunkStream;
     type ObserveStream = ChunkStream;
+    type GenerateWithHooksStream = hooks::HookedStream;
+
+    async fn generate_with_hooks(
+        &self,
+        request: Request<Streaming<pb::GenerateWithHooksRequest>>,
+    ) -> Result<Response<Self::GenerateWithHooksStream>, Status> {
+        use pb::generate_with_hooks_request::Message as M;
+        let (metadata, _, mut inbound) = request.into_parts();
+        let start = match inbound.message().await? {
+            Some(pb::GenerateWithHooksRequest {
+                message: Some(M::Start(start)),
+            }) => start,
+            _ => return Err(hooks::start_missing()),
+        };
+        let Some(req) = start.request else {
+            let mut v = Violations::default();
+            v.add("start.request", "is required");
+            return Err(v.into_status());
+        };
+        let binding = hooks::binding(start.hooks.as_ref())?;
+        let tracing = req.tracing_options.clone().unwrap_or_default();
+        let parent = super::run_parent(
+            metadata.as_ref(),
+            &tracing.trace_id,
+            &tracing.parent_span_id,
+        )?;
+        let run = run_request(req, &self.limits)?;
+        let (client, calls) = ClientHooks::new(binding);
+        let (stream, (trace_id, span_id)) = self
+            .runtime
+            .generate(run, parent, Some(client.clone()))
+            .await?;
+        let answers = inbound.map(|m| {
+            m.map(|m| match m.message {
+                Some(M::Answer(a)) => hooks::Inbound::Answer(a),
+                Some(M::Start(_)) => hooks::Inbound::Start,
+                None => hooks::Inbound::Empty,
+            })
+        });
+        let mut response = Response::new(hooks::hooked(stream, client, calls, answers));
+        telemetry::insert_trace_ids(response.metadata_mut(), &trace_id, &span_id);
+        Ok(response)
+    }
 
     async fn generate(
         &self,
@@ -469,7 +504,7 @@ impl pb::agent_service_server::AgentService for AgentApi {
             &tracing.parent_span_id,
         )?;
         let run = run_request(req, &self.limits)?;
-        let (stream, (trace_id, span_id)) = self.runtime.generate(run, parent).await?;
+        let (stream, (trace_id, span_id)) = self.runtime.generate(run, parent, None).await?;
         let mut response = Response::new(chunk_stream(stream));
         telemetry::insert_trace_ids(response.metadata_mut(), &trace_id, &span_id);
         Ok(response)

@@ -2,12 +2,14 @@
 
 use std::sync::Arc;
 
-use tonic::{Request, Response, Status};
+use futures::StreamExt;
+use tonic::{Request, Response, Status, Streaming};
 
 use super::agents::on_disconnect;
 use super::error::Violations;
-use super::{ChunkStream, check_id, chunk_stream, run_parent};
+use super::{ChunkStream, check_id, chunk_stream, hooks, run_parent};
 use crate::agent::decision;
+use crate::agent::hooks::ClientHooks;
 use crate::agent::request::OnDisconnect;
 use crate::agent::runtime::Runtime;
 use crate::agent::state::Decision;
@@ -30,17 +32,63 @@ impl ApprovalApi {
     /// Records a decision; the continuation runs under the call's span (see [`run_parent`]).
     async fn decide(
         &self,
-        run_id: &str,
-        call_id: &str,
-        decision: Decision,
-        mode: OnDisconnect,
+        call: DecisionCall,
         parent: Option<opentelemetry::Context>,
     ) -> Result<Response<ChunkStream>, Status> {
         let stream = self
             .runtime
-            .decide(run_id, call_id, decision, mode, parent)
+            .decide(
+                &call.run_id,
+                &call.call_id,
+                call.decision,
+                call.mode,
+                parent,
+                None,
+            )
             .await?;
         Ok(Response::new(chunk_stream(stream)))
+    }
+
+    /// An Approve, checked.
+    fn approval(&self, req: &pb::ApproveRequest) -> Result<DecisionCall, Status> {
+        self.check_call(&req.run_id, &req.tool_call_id)?;
+        Ok(DecisionCall::of(
+            &req.run_id,
+            &req.tool_call_id,
+            Decision::Approved,
+            req.on_disconnect(),
+        ))
+    }
+
+    /// A Decline, checked.
+    fn declining(&self, req: &pb::DeclineRequest) -> Result<DecisionCall, Status> {
+        self.check_call(&req.run_id, &req.tool_call_id)?;
+        let mut v = Violations::default();
+        if let Some(reason) = &req.reason {
+            super::check_text(&mut v, "reason", reason, &self.limits);
+        }
+        v.into_result()?;
+        Ok(DecisionCall::of(
+            &req.run_id,
+            &req.tool_call_id,
+            decision::decline(req.reason.as_deref()),
+            req.on_disconnect(),
+        ))
+    }
+
+    /// A Resume, checked.
+    fn resumption(&self, req: &pb::ResumeRequest) -> Result<DecisionCall, Status> {
+        self.check_call(&req.run_id, &req.tool_call_id)?;
+        let data = req
+            .data
+            .as_ref()
+            .map_or(serde_json::Value::Null, from_proto_value);
+        Ok(DecisionCall::of(
+            &req.run_id,
+            &req.tool_call_id,
+            Decision::Resumed(data),
+            req.on_disconnect(),
+        ))
     }
 
     /// Both ids are required and bounded.
@@ -56,6 +104,25 @@ impl ApprovalApi {
     }
 }
 
+/// A checked decision on one call.
+struct DecisionCall {
+    run_id: String,
+    call_id: String,
+    decision: Decision,
+    mode: OnDisconnect,
+}
+
+impl DecisionCall {
+    fn of(run_id: &str, call_id: &str, decision: Decision, mode: pb::OnDisconnect) -> Self {
+        Self {
+            run_id: run_id.to_owned(),
+            call_id: call_id.to_owned(),
+            decision,
+            mode: on_disconnect(mode),
+        }
+    }
+}
+
 /// An optional filter field; empty counts as absent.
 fn nonempty(field: &Option<String>) -> Option<&str> {
     field.as_deref().filter(|s| !s.is_empty())
@@ -66,6 +133,7 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
     type ApproveStream = ChunkStream;
     type DeclineStream = ChunkStream;
     type ResumeStream = ChunkStream;
+    type ContinueWithHooksStream = hooks::HookedStream;
 
     async fn list_pending(
         &self,
@@ -99,17 +167,8 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
         request: Request<pb::ApproveRequest>,
     ) -> Result<Response<Self::ApproveStream>, Status> {
         let parent = run_parent(request.metadata().as_ref(), "", "")?;
-        let req = request.into_inner();
-        self.check_call(&req.run_id, &req.tool_call_id)?;
-        let mode = on_disconnect(req.on_disconnect());
-        self.decide(
-            &req.run_id,
-            &req.tool_call_id,
-            Decision::Approved,
-            mode,
-            parent,
-        )
-        .await
+        let call = self.approval(&request.into_inner())?;
+        self.decide(call, parent).await
     }
 
     async fn decline(
@@ -117,22 +176,8 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
         request: Request<pb::DeclineRequest>,
     ) -> Result<Response<Self::DeclineStream>, Status> {
         let parent = run_parent(request.metadata().as_ref(), "", "")?;
-        let req = request.into_inner();
-        self.check_call(&req.run_id, &req.tool_call_id)?;
-        let mut v = Violations::default();
-        if let Some(reason) = &req.reason {
-            super::check_text(&mut v, "reason", reason, &self.limits);
-        }
-        v.into_result()?;
-        let mode = on_disconnect(req.on_disconnect());
-        self.decide(
-            &req.run_id,
-            &req.tool_call_id,
-            decision::decline(req.reason.as_deref()),
-            mode,
-            parent,
-        )
-        .await
+        let call = self.declining(&request.into_inner())?;
+        self.decide(call, parent).await
     }
 
     async fn resume(
@@ -140,20 +185,54 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
         request: Request<pb::ResumeRequest>,
     ) -> Result<Response<Self::ResumeStream>, Status> {
         let parent = run_parent(request.metadata().as_ref(), "", "")?;
-        let req = request.into_inner();
-        self.check_call(&req.run_id, &req.tool_call_id)?;
-        let mode = on_disconnect(req.on_disconnect());
-        let data = req
-            .data
-            .as_ref()
-            .map_or(serde_json::Value::Null, from_proto_value);
-        self.decide(
-            &req.run_id,
-            &req.tool_call_id,
-            Decision::Resumed(data),
-            mode,
-            parent,
-        )
-        .await
+        let call = self.resumption(&request.into_inner())?;
+        self.decide(call, parent).await
+    }
+
+    async fn continue_with_hooks(
+        &self,
+        request: Request<Streaming<pb::ContinueWithHooksRequest>>,
+    ) -> Result<Response<Self::ContinueWithHooksStream>, Status> {
+        use pb::continue_with_hooks_request::Message;
+        use pb::hooked_continue::Decision as D;
+        let parent = run_parent(request.metadata().as_ref(), "", "")?;
+        let mut inbound = request.into_inner();
+        let start = match inbound.message().await? {
+            Some(pb::ContinueWithHooksRequest {
+                message: Some(Message::Start(start)),
+            }) => start,
+            _ => return Err(hooks::start_missing()),
+        };
+        let call = match &start.decision {
+            Some(D::Approve(r)) => self.approval(r)?,
+            Some(D::Decline(r)) => self.declining(r)?,
+            Some(D::Resume(r)) => self.resumption(r)?,
+            None => {
+                let mut v = Violations::default();
+                v.add("start.decision", "give approve, decline or resume");
+                return Err(v.into_status());
+            }
+        };
+        let binding = hooks::binding(start.hooks.as_ref())?;
+        let (client, calls) = ClientHooks::new(binding);
+        let stream = self
+            .runtime
+            .decide(
+                &call.run_id,
+                &call.call_id,
+                call.decision,
+                call.mode,
+                parent,
+                Some(client.clone()),
+            )
+            .await?;
+        let answers = inbound.map(|m| {
+            m.map(|m| match m.message {
+                Some(Message::Answer(a)) => hooks::Inbound::Answer(a),
+                Some(Message::Start(_)) => hooks::Inbound::Start,
+                None => hooks::Inbound::Empty,
+            })
+        });
+        Ok(Response::new(hooks::hooked(stream, client, calls, answers)))
     }
 }

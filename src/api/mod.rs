@@ -4,7 +4,9 @@
 pub mod agents;
 pub mod approvals;
 pub mod auth;
+pub mod completion;
 pub mod error;
+pub mod hooks;
 pub mod layer;
 pub mod tasks;
 

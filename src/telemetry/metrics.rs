@@ -26,6 +26,8 @@ pub struct Metrics {
     step_duration: Histogram<f64>,
     model_duration: Histogram<f64>,
     tool_duration: Histogram<f64>,
+    hook_duration: Histogram<f64>,
+    hook_failures: Counter<u64>,
     active_streams: UpDownCounter<i64>,
     store_errors: Counter<u64>,
 }
@@ -64,6 +66,15 @@ impl Metrics {
             step_duration: latency("agentd.step.duration", "Duration of one agent step"),
             model_duration: latency("agentd.model.duration", "Duration of one model call"),
             tool_duration: latency("agentd.tool.duration", "Duration of one tool call"),
+            hook_duration: latency(
+                "agentd.hook.duration",
+                "Duration of one hook call, by kind and outcome",
+            ),
+            hook_failures: meter
+                .u64_counter("agentd.hook.failures")
+                .with_unit("{failure}")
+                .with_description("Hook calls that failed or missed their deadline, by kind")
+                .build(),
             active_streams: meter
                 .i64_up_down_counter("agentd.streams.active")
                 .with_unit("{stream}")
@@ -74,6 +85,19 @@ impl Metrics {
                 .with_unit("{error}")
                 .with_description("Failed store operations, by operation")
                 .build(),
+        }
+    }
+
+    /// A hook call of `kind` took `duration` and ended with `outcome` (`answered`, `error`,
+    /// `timeout`, `gone`, `failed`).
+    pub fn hook_call(&self, kind: &'static str, outcome: &'static str, duration: Duration) {
+        let attrs = [
+            KeyValue::new("hook.kind", kind),
+            KeyValue::new("hook.outcome", outcome),
+        ];
+        self.hook_duration.record(duration.as_secs_f64(), &attrs);
+        if !matches!(outcome, "answered") {
+            self.hook_failures.add(1, &attrs[..1]);
         }
     }
 

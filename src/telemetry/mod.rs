@@ -24,7 +24,7 @@ pub use metrics::{ActiveStream, Metrics, metrics};
 pub use spans::{
     GEN_AI_INPUT_MESSAGES, GEN_AI_OUTPUT_MESSAGES, GEN_AI_TOOL_CALL_ARGUMENTS,
     GEN_AI_TOOL_CALL_RESULT, MAX_IO_BYTES, METADATA_PREFIX, ModelResponse, REQUEST_CONTEXT_PREFIX,
-    RecordIo, RunSpanAttrs, TARGET, model_span, otel_context, record_error, record_io,
+    RecordIo, RunSpanAttrs, TARGET, hook_span, model_span, otel_context, record_error, record_io,
     record_model_response, rpc_span, run_span, run_trace_ids, step_span, tool_span, trace_ids,
 };
 

@@ -179,6 +179,20 @@ pub fn record_model_response(span: &Span, response: &ModelResponse<'_>) {
     }
 }
 
+/// A hook call (`hook {kind}`), a child of the current span (the step, or its tool call);
+/// its outcome is recorded when the answer (or the failure) comes.
+pub fn hook_span(kind: &'static str, call_id: &str) -> Span {
+    tracing::info_span!(
+        target: TARGET,
+        "agentd.hook",
+        otel.name = format!("hook {kind}"),
+        agentd.hook.kind = kind,
+        agentd.hook.call_id = call_id,
+        agentd.hook.outcome = Empty,
+        error.type = Empty,
+    )
+}
+
 /// A tool call (`execute_tool {name}`), a child of the current span.
 pub fn tool_span(name: &str, call_id: &str) -> Span {
     tracing::info_span!(

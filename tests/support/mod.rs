@@ -217,6 +217,8 @@ pub fn kinds(chunks: &[pb::Chunk]) -> Vec<&'static str> {
             Some(Payload::Finish(_)) => "finish",
             Some(Payload::Source(_)) => "source",
             Some(Payload::File(_)) => "file",
+            Some(Payload::IsTaskComplete(_)) => "is-task-complete",
+            Some(Payload::HookError(_)) => "hook-error",
             None => "none",
         })
         .collect()

@@ -8,7 +8,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use tracing::Instrument;
 
-use super::{Runner, StepFail};
+use super::{Runner, StepFail, StepOverrides};
 use crate::agent::auto_resume;
 use crate::agent::emit::Emitter;
 use crate::agent::error::RunFailure;
@@ -23,7 +23,7 @@ use crate::telemetry;
 
 impl Runner {
     /// What the model is sent for the next step.
-    pub(super) fn model_request(&self) -> ModelRequest {
+    pub(super) fn model_request(&self, overrides: &StepOverrides) -> ModelRequest {
         let request = &self.state.request;
         let mut messages = Vec::new();
         let instructions = request
@@ -43,6 +43,12 @@ impl Runner {
         }
         for extra in &request.system {
             messages.push(ChatMessage::system(extra.clone()));
+        }
+        if let Some(system) = &overrides.system {
+            messages = system
+                .iter()
+                .map(|s| ChatMessage::system(s.clone()))
+                .collect();
         }
         let first_turn = messages.len();
         for m in self.state.prompt_messages() {
@@ -68,11 +74,20 @@ impl Runner {
             structured::place(output, placement, &mut messages);
         }
         ModelRequest {
-            model: self.agent.model.clone(),
+            model: overrides
+                .model
+                .as_ref()
+                .map_or_else(|| self.agent.model.clone(), |m| m.model.clone()),
             messages,
             tools: self
                 .offered
                 .iter()
+                .filter(|t| {
+                    overrides
+                        .active_tools
+                        .as_ref()
+                        .is_none_or(|names| names.contains(&t.name))
+                })
                 .map(|t| ToolDefinition {
                     name: t.name.clone(),
                     description: t.description.clone(),
@@ -83,16 +98,30 @@ impl Runner {
                     },
                 })
                 .collect(),
-            tool_choice: request.tool_choice.clone(),
+            tool_choice: overrides
+                .tool_choice
+                .clone()
+                .or_else(|| request.tool_choice.clone()),
             settings: request.settings.clone(),
             response_format: request
                 .structured_output
                 .as_ref()
                 .filter(|_| placement == Some(Placement::Native))
                 .map(structured::response_format),
-            provider_options: request.provider_options.clone(),
+            provider_options: overrides
+                .provider_options
+                .clone()
+                .unwrap_or_else(|| request.provider_options.clone()),
             extra_body: request.extra_body.clone(),
             include_raw: request.include_raw,
+        }
+    }
+
+    /// The provider and model of the step being called (`prepare_step` may change them).
+    fn step_model(&self) -> (std::sync::Arc<dyn crate::model::ModelProvider>, String) {
+        match &self.overrides.model {
+            Some(m) => (m.provider.clone(), m.model.clone()),
+            None => (self.agent.provider.clone(), self.agent.model.clone()),
         }
     }
 
@@ -116,8 +145,9 @@ impl Runner {
             message_id: new_id(),
         })
         .await;
-        let request = self.model_request();
-        let span = telemetry::model_span(self.agent.provider.name(), &self.agent.model);
+        let request = self.model_request(&self.overrides);
+        let (provider, model) = self.step_model();
+        let span = telemetry::model_span(provider.name(), &model);
         if self.state.request.tracing.record_inputs {
             let conversation: Vec<&Message> = self.state.prompt_messages().collect();
             let text = serde_json::to_string(&conversation).unwrap_or_default();
@@ -130,7 +160,7 @@ impl Runner {
             .instrument(span.clone())
             .await;
         blocks.close(em).await;
-        telemetry::metrics().model_call(&self.agent.model, started.elapsed(), result.is_err());
+        telemetry::metrics().model_call(&model, started.elapsed(), result.is_err());
         match &result {
             Ok(step) => {
                 telemetry::record_model_response(
@@ -159,7 +189,7 @@ impl Runner {
         em: &mut Emitter,
         blocks: &mut Blocks,
     ) -> Result<StepRecord, StepFail> {
-        let provider = self.agent.provider.clone();
+        let (provider, _) = self.step_model();
         let call_cancel = self.cancel.child_token();
         // Dropping the stream (or cancelling) drops the provider connection at once.
         let _stop_on_exit = call_cancel.clone().drop_guard();

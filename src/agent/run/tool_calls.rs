@@ -9,6 +9,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use tracing::Instrument;
 
+use super::hooks::BeforeTool;
 use super::{Runner, ToolPhase};
 use crate::agent::AgentDef;
 use crate::agent::auto_resume;
@@ -235,10 +236,16 @@ impl Runner {
             &call.args.to_string(),
         );
         let started = std::time::Instant::now();
-        let output = spec
-            .execute(&self.env, &call.id, &call.args, &self.cancel)
-            .instrument(span.clone())
-            .await;
+        let output = match self.before_tool(call).instrument(span.clone()).await {
+            BeforeTool::Skip(output) => Ok(output),
+            BeforeTool::Proceed => {
+                let output = spec
+                    .execute(&self.env, &call.id, &call.args, &self.cancel)
+                    .instrument(span.clone())
+                    .await;
+                self.after_tool(call, output).instrument(span.clone()).await
+            }
+        };
         // Client-defined names would make metric labels unbounded.
         let label = match spec.kind {
             ToolKind::Http(_) | ToolKind::Task(_) => call.name.as_str(),

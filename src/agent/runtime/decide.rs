@@ -12,6 +12,7 @@ use crate::agent::AgentDef;
 use crate::agent::decision;
 use crate::agent::error::RunError;
 use crate::agent::event::Event;
+use crate::agent::hooks::ClientHooks;
 use crate::agent::message::now_ms;
 use crate::agent::record::{Decided, RunRecord};
 use crate::agent::request::{OnDisconnect, RunRequest};
@@ -68,6 +69,7 @@ impl Runtime {
         decision: Decision,
         on_disconnect: OnDisconnect,
         parent: Option<opentelemetry::Context>,
+        hooks: Option<Arc<ClientHooks>>,
     ) -> Result<ChunkStream, RunError> {
         loop {
             let Some(doc) = self.deps.store.get_run(run_id).await? else {
@@ -126,6 +128,7 @@ impl Runtime {
                 span,
                 trace,
                 resuming: true,
+                hooks,
             }));
         }
     }

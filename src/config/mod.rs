@@ -1,7 +1,7 @@
 //! Configuration: a TOML file, overridden by `AGENTD_*` environment variables, overridden by
 //! command-line flags. With no file at all the server starts on the embedded store.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -10,6 +10,13 @@ use clap::Parser;
 use serde::Deserialize;
 
 use crate::model::ProviderConfig;
+
+mod agent;
+
+pub use agent::{
+    AgentConfig, AgentDefaults, CompletionConfig, HOOK_KINDS, HttpToolConfig, OnHookFailure,
+    ScorerKind, ScorerSpec, Strategy, TOOL_SETS, WebhookConfig,
+};
 
 /// Declares the settings that have an `AGENTD_*` variable and a flag: the [`Cli`] fields, the
 /// [`OVERRIDES`] list and [`Config::apply`] all come from the one table below it.
@@ -106,6 +113,8 @@ overrides! {
     max_log_chunks: usize => limits.max_log_chunks, "AGENTD_MAX_LOG_CHUNKS";
     /// Seconds a tool call waits for approval before it expires.
     approval_ttl_secs: u64 => limits.approval_ttl_secs, "AGENTD_APPROVAL_TTL_SECS";
+    /// Milliseconds one hook call may take by default.
+    hook_deadline_ms: u64 => limits.hook_deadline_ms, "AGENTD_HOOK_DEADLINE_MS";
 }
 
 /// A comma-separated list, entries trimmed, empty ones dropped.
@@ -299,6 +308,9 @@ pub struct Limits {
     pub max_log_chunks: usize,
     /// How long a tool call waits for a decision before it expires, in seconds.
     pub approval_ttl_secs: u64,
+    /// How long one hook call may take when neither the request nor the webhook says, in
+    /// milliseconds.
+    pub hook_deadline_ms: u64,
 }
 
 impl Default for Limits {
@@ -314,93 +326,10 @@ impl Default for Limits {
             run_retention_secs: 900,
             max_log_chunks: 10_000,
             approval_ttl_secs: 24 * 3600,
+            hook_deadline_ms: 10_000,
         }
     }
 }
-
-/// An agent: model, instructions and tools.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AgentConfig {
-    /// Id used in requests.
-    pub id: String,
-    /// Display name (defaults to the id).
-    #[serde(default)]
-    pub name: Option<String>,
-    /// What the agent is for.
-    #[serde(default)]
-    pub description: String,
-    /// System instructions.
-    #[serde(default)]
-    pub instructions: String,
-    /// `provider/model`, e.g. openai/gpt-4o-mini.
-    pub model: String,
-    /// Enabled tool sets; `tasks` enables task_write, task_update, task_complete, task_check.
-    #[serde(default)]
-    pub tools: Vec<String>,
-    /// Tools served by HTTP endpoints (webhooks): agentd POSTs the call, the response is the result.
-    #[serde(default)]
-    pub http_tools: Vec<HttpToolConfig>,
-    /// Tools whose calls wait for approval.
-    #[serde(default)]
-    pub require_approval: Vec<String>,
-    /// Options applied when a request leaves them unset.
-    #[serde(default)]
-    pub default_options: AgentDefaults,
-}
-
-/// A tool executed by POSTing its call to an HTTP endpoint.
-///
-/// Request body: `{"toolCallId", "toolName", "args", "runId", "threadId", "resourceId",
-/// "requestContext"}`. A 2xx JSON answer is the result; anything else is a tool error the
-/// model sees.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HttpToolConfig {
-    /// Tool name offered to the model.
-    pub name: String,
-    /// What the tool does, for the model.
-    #[serde(default)]
-    pub description: String,
-    /// JSON Schema of the arguments (a TOML table).
-    #[serde(default = "empty_object_schema")]
-    pub parameters: serde_json::Value,
-    /// Endpoint URL (http or https).
-    pub url: String,
-    /// Seconds one call may take.
-    #[serde(default = "default_tool_timeout")]
-    pub timeout_secs: u64,
-    /// Extra request headers; a value `env:NAME` is read from that environment variable.
-    #[serde(default)]
-    pub headers: BTreeMap<String, String>,
-}
-
-fn empty_object_schema() -> serde_json::Value {
-    serde_json::json!({"type": "object", "properties": {}})
-}
-
-fn default_tool_timeout() -> u64 {
-    30
-}
-
-/// An agent's default run options.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct AgentDefaults {
-    /// Step cap.
-    pub max_steps: Option<u32>,
-    /// Tool-call concurrency.
-    pub tool_call_concurrency: Option<u32>,
-    /// Every call needs approval.
-    pub require_tool_approval: bool,
-    /// Sampling temperature.
-    pub temperature: Option<f64>,
-    /// Output token cap per model call.
-    pub max_output_tokens: Option<u32>,
-}
-
-/// The known tool sets an agent may enable.
-pub const TOOL_SETS: [&str; 1] = ["tasks"];
 
 /// Configuration errors; the server refuses to start with one.
 #[derive(Debug, thiserror::Error)]
@@ -493,6 +422,7 @@ impl Config {
                 "limits.approval_ttl_secs",
                 limits.approval_ttl_secs as usize,
             ),
+            ("limits.hook_deadline_ms", limits.hook_deadline_ms as usize),
         ] {
             if value == 0 {
                 return Err(invalid(&format!("{name} must be > 0")));
@@ -513,62 +443,12 @@ impl Config {
                 )));
             }
         }
-        let mut agents = HashSet::new();
-        for a in &self.agents {
-            if a.id.is_empty() || !agents.insert(a.id.as_str()) {
-                return Err(invalid(&format!(
-                    "agent ids must be non-empty and unique: {:?}",
-                    a.id
-                )));
-            }
-            let provider = a.model.split_once('/').map(|(p, _)| p);
-            if !provider.is_some_and(|p| providers.contains(p)) {
-                return Err(invalid(&format!(
-                    "agent {:?}: model {:?} must be provider/model with a configured provider",
-                    a.id, a.model
-                )));
-            }
-            let mut names: HashSet<&str> = HashSet::new();
-            if a.tools.iter().any(|t| t == "tasks") {
-                names.extend(crate::tasks::TOOL_NAMES);
-            }
-            for tool in &a.http_tools {
-                if tool.name.is_empty() || !names.insert(tool.name.as_str()) {
-                    return Err(invalid(&format!(
-                        "agent {:?}: tool names must be non-empty and unique: {:?}",
-                        a.id, tool.name
-                    )));
-                }
-                if !(tool.url.starts_with("http://") || tool.url.starts_with("https://")) {
-                    return Err(invalid(&format!(
-                        "agent {:?}: http tool {:?}: url must start with http:// or https://",
-                        a.id, tool.name
-                    )));
-                }
-            }
-            if let Some(t) = a
-                .require_approval
-                .iter()
-                .find(|t| !names.contains(t.as_str()))
-            {
-                return Err(invalid(&format!(
-                    "agent {:?}: require_approval names unknown tool {t:?}",
-                    a.id
-                )));
-            }
-            if let Some(t) = a.tools.iter().find(|t| !TOOL_SETS.contains(&t.as_str())) {
-                return Err(invalid(&format!(
-                    "agent {:?}: unknown tool set {t:?} (known: {})",
-                    a.id,
-                    TOOL_SETS.join(", ")
-                )));
-            }
-        }
+        agent::validate_agents(&self.agents, &providers)?;
         Ok(())
     }
 }
 
-fn invalid(message: &str) -> ConfigError {
+pub(crate) fn invalid(message: &str) -> ConfigError {
     ConfigError::Invalid(message.to_owned())
 }
 

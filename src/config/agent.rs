@@ -1,0 +1,347 @@
+//! An agent's configuration: model, instructions, tools, defaults, webhooks and completion
+//! scorers, and the checks that run at start-up.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::{ConfigError, invalid};
+
+/// An agent: model, instructions and tools.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// Id used in requests.
+    pub id: String,
+    /// Display name (defaults to the id).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// What the agent is for.
+    #[serde(default)]
+    pub description: String,
+    /// System instructions.
+    #[serde(default)]
+    pub instructions: String,
+    /// `provider/model`, e.g. openai/gpt-4o-mini.
+    pub model: String,
+    /// Enabled tool sets; `tasks` enables task_write, task_update, task_complete, task_check.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Tools served by HTTP endpoints (webhooks): agentd POSTs the call, the response is the result.
+    #[serde(default)]
+    pub http_tools: Vec<HttpToolConfig>,
+    /// Tools whose calls wait for approval.
+    #[serde(default)]
+    pub require_approval: Vec<String>,
+    /// Options applied when a request leaves them unset.
+    #[serde(default)]
+    pub default_options: AgentDefaults,
+    /// Webhooks answering this agent's hooks (a request's own hook handler wins per kind).
+    #[serde(default)]
+    pub webhooks: Vec<WebhookConfig>,
+    /// Completion scorers run after a step that would end a run (a request's own
+    /// `is_task_complete` replaces them).
+    #[serde(default)]
+    pub is_task_complete: Option<CompletionConfig>,
+}
+
+/// A tool executed by POSTing its call to an HTTP endpoint.
+///
+/// Request body: `{"toolCallId", "toolName", "args", "runId", "threadId", "resourceId",
+/// "requestContext"}`. A 2xx JSON answer is the result; anything else is a tool error the
+/// model sees.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpToolConfig {
+    /// Tool name offered to the model.
+    pub name: String,
+    /// What the tool does, for the model.
+    #[serde(default)]
+    pub description: String,
+    /// JSON Schema of the arguments (a TOML table).
+    #[serde(default = "empty_object_schema")]
+    pub parameters: serde_json::Value,
+    /// Endpoint URL (http or https).
+    pub url: String,
+    /// Seconds one call may take.
+    #[serde(default = "default_tool_timeout")]
+    pub timeout_secs: u64,
+    /// Extra request headers; a value `env:NAME` is read from that environment variable.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+fn empty_object_schema() -> serde_json::Value {
+    serde_json::json!({"type": "object", "properties": {}})
+}
+
+fn default_tool_timeout() -> u64 {
+    30
+}
+
+/// An agent's default run options.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentDefaults {
+    /// Step cap.
+    pub max_steps: Option<u32>,
+    /// Tool-call concurrency.
+    pub tool_call_concurrency: Option<u32>,
+    /// Every call needs approval.
+    pub require_tool_approval: bool,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Output token cap per model call.
+    pub max_output_tokens: Option<u32>,
+}
+
+/// The known tool sets an agent may enable.
+pub const TOOL_SETS: [&str; 1] = ["tasks"];
+
+/// What a hook failure (missed deadline, gone client, failed webhook) does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnHookFailure {
+    /// The run fails.
+    #[default]
+    Fail,
+    /// The run goes on as if the hook were not set.
+    Continue,
+}
+
+/// The hook kinds, as config and the JSON mapping name them.
+pub const HOOK_KINDS: [&str; 8] = [
+    "on_iteration_complete",
+    "before_tool_call",
+    "after_tool_call",
+    "prepare_step",
+    "is_task_complete",
+    "on_delegation_start",
+    "on_delegation_complete",
+    "message_filter",
+];
+
+/// A webhook answering some of an agent's hooks: agentd POSTs each hook call as the proto's
+/// JSON mapping of `agentd.v1.HookCall`; the 2xx JSON response is an `agentd.v1.HookAnswer`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    /// Endpoint URL (http or https).
+    pub url: String,
+    /// The hook kinds it answers (see [`HOOK_KINDS`]).
+    pub kinds: Vec<String>,
+    /// How long one call may take, in milliseconds (default: `limits.hook_deadline_ms`).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Extra request headers; a value `env:NAME` is read from that environment variable.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// What a timeout, a non-2xx answer or an unreadable body does.
+    #[serde(default)]
+    pub on_failure: OnHookFailure,
+}
+
+/// How completion scorers' verdicts combine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// Every scorer passes.
+    #[default]
+    All,
+    /// Some scorer passes.
+    Any,
+}
+
+/// Completion scorers (the reference's `isTaskComplete`), from config or a request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompletionConfig {
+    /// The scorers, in order.
+    pub scorers: Vec<ScorerSpec>,
+    /// How their verdicts combine.
+    #[serde(default)]
+    pub strategy: Strategy,
+    /// Run the scorers at once (else in order, stopping early).
+    #[serde(default = "yes")]
+    pub parallel: bool,
+    /// One deadline for all scorers, in milliseconds.
+    #[serde(default = "default_completion_timeout")]
+    pub timeout_ms: u64,
+    /// Marks the feedback message (the reference still sends and saves it).
+    #[serde(default)]
+    pub suppress_feedback: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The reference's default completion timeout (10 minutes).
+fn default_completion_timeout() -> u64 {
+    600_000
+}
+
+/// One completion scorer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScorerSpec {
+    /// Its id.
+    pub id: String,
+    /// Its name in the feedback (default: the id).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// What scores.
+    #[serde(flatten)]
+    pub kind: ScorerKind,
+}
+
+impl ScorerSpec {
+    /// The name shown in the feedback.
+    pub fn display_name(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.id)
+    }
+}
+
+/// What a completion scorer is.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ScorerKind {
+    /// The `is_task_complete` hook scores (client or webhook).
+    Hook,
+    /// 1 when the thread's task list has tasks and all are completed.
+    TaskListComplete,
+    /// 1 when the answer is JSON matching the schema.
+    JsonSchema {
+        /// The schema.
+        schema: serde_json::Value,
+    },
+    /// A judge model scores the answer against a rubric.
+    LlmJudge {
+        /// The judge, a configured `provider/model`.
+        model: String,
+        /// What a complete answer must do.
+        rubric: String,
+    },
+}
+
+/// Checks every agent: unique ids, known providers and tools, webhooks and scorers.
+pub(super) fn validate_agents(
+    agents: &[AgentConfig],
+    providers: &HashSet<&str>,
+) -> Result<(), ConfigError> {
+    let mut ids = HashSet::new();
+    for a in agents {
+        if a.id.is_empty() || !ids.insert(a.id.as_str()) {
+            return Err(invalid(&format!(
+                "agent ids must be non-empty and unique: {:?}",
+                a.id
+            )));
+        }
+        let provider = a.model.split_once('/').map(|(p, _)| p);
+        if !provider.is_some_and(|p| providers.contains(p)) {
+            return Err(invalid(&format!(
+                "agent {:?}: model {:?} must be provider/model with a configured provider",
+                a.id, a.model
+            )));
+        }
+        let mut names: HashSet<&str> = HashSet::new();
+        if a.tools.iter().any(|t| t == "tasks") {
+            names.extend(crate::tasks::TOOL_NAMES);
+        }
+        for tool in &a.http_tools {
+            if tool.name.is_empty() || !names.insert(tool.name.as_str()) {
+                return Err(invalid(&format!(
+                    "agent {:?}: tool names must be non-empty and unique: {:?}",
+                    a.id, tool.name
+                )));
+            }
+            if !(tool.url.starts_with("http://") || tool.url.starts_with("https://")) {
+                return Err(invalid(&format!(
+                    "agent {:?}: http tool {:?}: url must start with http:// or https://",
+                    a.id, tool.name
+                )));
+            }
+        }
+        if let Some(t) = a
+            .require_approval
+            .iter()
+            .find(|t| !names.contains(t.as_str()))
+        {
+            return Err(invalid(&format!(
+                "agent {:?}: require_approval names unknown tool {t:?}",
+                a.id
+            )));
+        }
+        if let Some(t) = a.tools.iter().find(|t| !TOOL_SETS.contains(&t.as_str())) {
+            return Err(invalid(&format!(
+                "agent {:?}: unknown tool set {t:?} (known: {})",
+                a.id,
+                TOOL_SETS.join(", ")
+            )));
+        }
+        for (i, hook) in a.webhooks.iter().enumerate() {
+            validate_webhook(&a.id, i, hook)?;
+        }
+        if let Some(completion) = &a.is_task_complete {
+            validate_completion(&a.id, completion, providers)?;
+        }
+    }
+    Ok(())
+}
+
+fn validate_webhook(agent: &str, i: usize, hook: &WebhookConfig) -> Result<(), ConfigError> {
+    let key = format!("agent {agent:?}: webhooks[{i}]");
+    if !(hook.url.starts_with("http://") || hook.url.starts_with("https://")) {
+        return Err(invalid(&format!(
+            "{key}.url must start with http:// or https://"
+        )));
+    }
+    if hook.kinds.is_empty() {
+        return Err(invalid(&format!(
+            "{key}.kinds must name at least one hook kind"
+        )));
+    }
+    if let Some(kind) = hook
+        .kinds
+        .iter()
+        .find(|k| !HOOK_KINDS.contains(&k.as_str()))
+    {
+        return Err(invalid(&format!(
+            "{key}.kinds: unknown hook kind {kind:?} (known: {})",
+            HOOK_KINDS.join(", ")
+        )));
+    }
+    if hook.timeout_ms == Some(0) {
+        return Err(invalid(&format!("{key}.timeout_ms must be > 0")));
+    }
+    Ok(())
+}
+
+fn validate_completion(
+    agent: &str,
+    completion: &CompletionConfig,
+    providers: &HashSet<&str>,
+) -> Result<(), ConfigError> {
+    let key = format!("agent {agent:?}: is_task_complete");
+    if completion.scorers.is_empty() {
+        return Err(invalid(&format!(
+            "{key}.scorers must name at least one scorer"
+        )));
+    }
+    let mut ids = HashSet::new();
+    for (i, scorer) in completion.scorers.iter().enumerate() {
+        if scorer.id.is_empty() || !ids.insert(scorer.id.as_str()) {
+            return Err(invalid(&format!(
+                "{key}.scorers[{i}].id must be non-empty and unique"
+            )));
+        }
+        if let ScorerKind::LlmJudge { model, .. } = &scorer.kind {
+            let provider = model.split_once('/').map(|(p, _)| p);
+            if !provider.is_some_and(|p| providers.contains(p)) {
+                return Err(invalid(&format!(
+                    "{key}.scorers[{i}].model {model:?} must be provider/model with a configured provider"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
