@@ -345,3 +345,64 @@ fn validate_completion(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    const BASE: &str = r#"
+        [[providers]]
+        name = "mock"
+        base_url = "http://127.0.0.1:1/v1"
+        [[agents]]
+        id = "a"
+        model = "mock/m"
+    "#;
+
+    fn check(extra: &str) -> Result<(), String> {
+        Config::from_toml(&format!("{BASE}{extra}"))
+            .map_err(|e| e.to_string())?
+            .validate()
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn webhooks_and_scorers_parse_and_are_checked_naming_the_key() {
+        check(
+            r#"
+            [[agents.webhooks]]
+            url = "http://hooks/x"
+            kinds = ["before_tool_call", "is_task_complete"]
+            on_failure = "continue"
+            [agents.is_task_complete]
+            strategy = "any"
+            [[agents.is_task_complete.scorers]]
+            id = "judge"
+            kind = "llm_judge"
+            model = "mock/judge"
+            rubric = "Says done"
+            [[agents.is_task_complete.scorers]]
+            id = "json"
+            kind = "json_schema"
+            schema = { type = "object" }
+            "#,
+        )
+        .unwrap();
+        let err = check("[[agents.webhooks]]\nurl = \"http://h\"\nkinds = [\"before_tool\"]\n")
+            .unwrap_err();
+        assert!(
+            err.contains("webhooks[0].kinds: unknown hook kind \"before_tool\""),
+            "{err}"
+        );
+        let err = check("[[agents.webhooks]]\nurl = \"ftp://h\"\nkinds = [\"prepare_step\"]\n")
+            .unwrap_err();
+        assert!(err.contains("webhooks[0].url"), "{err}");
+        let judge = "[agents.is_task_complete]\n[[agents.is_task_complete.scorers]]\nid = \"j\"\nkind = \"llm_judge\"\nmodel = \"other/x\"\nrubric = \"r\"\n";
+        let err = check(judge).unwrap_err();
+        assert!(err.contains("is_task_complete.scorers[0].model"), "{err}");
+        let err = check("[agents.is_task_complete]\nscorers = []\n").unwrap_err();
+        assert!(err.contains("is_task_complete.scorers must name"), "{err}");
+        let err = check("[agents.is_task_complete]\n[[agents.is_task_complete.scorers]]\nid = \"x\"\nkind = \"vibes\"\n").unwrap_err();
+        assert!(err.contains("vibes"), "{err}");
+    }
+}

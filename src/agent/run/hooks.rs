@@ -14,7 +14,7 @@ use crate::agent::stop::StopCause;
 use crate::agent::tools::ToolOutput;
 use crate::agent::wire;
 use crate::json::{from_proto_struct, from_proto_value, to_proto_struct, to_proto_value};
-use crate::model::{ChatMessage, ToolChoice};
+use crate::model::ToolChoice;
 use crate::pb;
 use crate::pb::hook_answer::Answer;
 use crate::pb::hook_call::Context;
@@ -88,7 +88,7 @@ impl Runner {
             return Ok(StepOverrides::default());
         }
         let request = &self.state.request;
-        let system = system_texts(&self.model_request(&StepOverrides::default()).messages);
+        let system = self.system_messages();
         let context = pb::PrepareStepContext {
             step_number: index,
             messages: self.state.prompt_messages().map(wire::message).collect(),
@@ -289,17 +289,6 @@ impl Runner {
             _ => unchanged,
         })
     }
-}
-
-/// The texts of a model request's system messages, in order.
-fn system_texts(messages: &[ChatMessage]) -> Vec<String> {
-    messages
-        .iter()
-        .filter_map(|m| match m {
-            ChatMessage::System { content } => Some(content.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 /// The assistant message carrying hook or completion feedback.

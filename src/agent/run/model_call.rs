@@ -25,31 +25,11 @@ impl Runner {
     /// What the model is sent for the next step.
     pub(super) fn model_request(&self, overrides: &StepOverrides) -> ModelRequest {
         let request = &self.state.request;
-        let mut messages = Vec::new();
-        let instructions = request
-            .instructions
-            .as_deref()
-            .unwrap_or(&self.agent.config.instructions);
-        if !instructions.is_empty() {
-            messages.push(ChatMessage::system(instructions));
-        }
-        if !self.resumed
-            && self
-                .offered
-                .iter()
-                .any(|t| matches!(t.kind, ToolKind::Task(_)))
-        {
-            messages.push(ChatMessage::system(TASK_LIST_GUIDANCE));
-        }
-        for extra in &request.system {
-            messages.push(ChatMessage::system(extra.clone()));
-        }
-        if let Some(system) = &overrides.system {
-            messages = system
-                .iter()
-                .map(|s| ChatMessage::system(s.clone()))
-                .collect();
-        }
+        let system = match &overrides.system {
+            Some(system) => system.clone(),
+            None => self.system_messages(),
+        };
+        let mut messages: Vec<ChatMessage> = system.into_iter().map(ChatMessage::system).collect();
         let first_turn = messages.len();
         for m in self.state.prompt_messages() {
             m.push_chat(&mut messages);
@@ -115,6 +95,27 @@ impl Runner {
             extra_body: request.extra_body.clone(),
             include_raw: request.include_raw,
         }
+    }
+
+    /// The run's system messages, in order: instructions, the task-list guidance (not again
+    /// in a continuation), the request's extra system messages.
+    pub(super) fn system_messages(&self) -> Vec<String> {
+        let request = &self.state.request;
+        let instructions = request
+            .instructions
+            .as_deref()
+            .unwrap_or(&self.agent.config.instructions);
+        let guidance = !self.resumed
+            && self
+                .offered
+                .iter()
+                .any(|t| matches!(t.kind, ToolKind::Task(_)));
+        (!instructions.is_empty())
+            .then(|| instructions.to_owned())
+            .into_iter()
+            .chain(guidance.then(|| TASK_LIST_GUIDANCE.to_owned()))
+            .chain(request.system.iter().cloned())
+            .collect()
     }
 
     /// The provider and model of the step being called (`prepare_step` may change them).

@@ -1,0 +1,161 @@
+//! What the benchmarks share: an instant model (the mock planner), an agentd on the embedded
+//! store (or a private redis-server with `AGENTD_BENCH_STORE=redis`), and one planning run.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentd::config::Config;
+use agentd::model::{MockOpenAi, planner_reply};
+use agentd::pb;
+use agentd::server::RunningServer;
+use tonic::transport::Channel;
+
+/// A benchmark's server and what it runs on.
+pub struct Bench {
+    /// The server.
+    pub server: RunningServer,
+    /// A channel to it.
+    pub channel: Channel,
+    /// The store URL.
+    pub store_url: String,
+    _mock: MockOpenAi,
+    _dir: tempfile::TempDir,
+    _redis: Option<Redis>,
+}
+
+/// Starts the model and the server.
+pub async fn start() -> anyhow::Result<Bench> {
+    let mock = MockOpenAi::start().await?;
+    mock.set_recording(false);
+    mock.set_fallback(Arc::new(planner_reply));
+    let dir = tempfile::tempdir()?;
+    let redis = match std::env::var("AGENTD_BENCH_STORE").as_deref() {
+        Ok("redis") => Some(start_redis()?),
+        _ => None,
+    };
+    let store_url = redis.as_ref().map_or_else(
+        || "embedded".to_owned(),
+        |r| format!("redis://127.0.0.1:{}/0", r.1),
+    );
+    let text = format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+[store]
+url = "{store_url}"
+data_dir = "{}"
+[log]
+filter = "warn"
+[[providers]]
+name = "mock"
+base_url = "{}"
+max_retries = 0
+[[agents]]
+id = "planner"
+instructions = "You plan work with the task tools."
+model = "mock/planner"
+tools = ["tasks"]
+"#,
+        dir.path().display(),
+        mock.base_url()
+    );
+    let config = Config::from_toml(&text)?;
+    config.validate()?;
+    let server = agentd::server::start(config).await?;
+    let channel = Channel::from_shared(format!("http://{}", server.addr))?
+        .connect()
+        .await?;
+    Ok(Bench {
+        server,
+        channel,
+        store_url,
+        _mock: mock,
+        _dir: dir,
+        _redis: redis,
+    })
+}
+
+/// The benchmark's run on `thread`: step 1 calls task_write, step 2 answers.
+pub fn planning_run(thread: &str) -> pb::GenerateRequest {
+    pb::GenerateRequest {
+        agent_id: "planner".into(),
+        prompt: "Write the plan, Review it, Ship it".into(),
+        memory: Some(pb::MemoryOptions {
+            thread: Some(pb::ThreadRef {
+                id: format!("bench-{thread}"),
+                ..Default::default()
+            }),
+            resource: "bench".into(),
+            options: None,
+        }),
+        ..Default::default()
+    }
+}
+
+/// One `Generate` of the planning run on `thread`, checked with [`check`].
+pub async fn generate(
+    mut client: pb::agent_service_client::AgentServiceClient<Channel>,
+    thread: &str,
+) -> anyhow::Result<()> {
+    use futures::StreamExt;
+    let mut stream = client.generate(planning_run(thread)).await?.into_inner();
+    let mut finish = None;
+    while let Some(chunk) = stream.next().await {
+        if let Some(pb::chunk::Payload::Finish(result)) = chunk?.payload {
+            finish = Some(result);
+        }
+    }
+    check(finish)
+}
+
+/// Fails unless the run ended with a two-step `stop`.
+pub fn check(result: Option<pb::GenerateResult>) -> anyhow::Result<()> {
+    let result = result.ok_or_else(|| anyhow::anyhow!("no finish chunk"))?;
+    anyhow::ensure!(
+        result.finish_reason() == pb::FinishReason::Stop && result.steps.len() == 2,
+        "unexpected run: {:?} after {} steps ({:?})",
+        result.finish_reason(),
+        result.steps.len(),
+        result.error
+    );
+    Ok(())
+}
+
+/// Milliseconds of a duration.
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// The `q` quantile of sorted durations.
+pub fn quantile(sorted: &[Duration], q: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * q) as usize]
+}
+
+struct Redis(Child, u16);
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_redis() -> anyhow::Result<Redis> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let child = Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .stdout(Stdio::null())
+        .spawn()?;
+    std::thread::sleep(Duration::from_millis(300));
+    Ok(Redis(child, port))
+}

@@ -1,0 +1,141 @@
+//! What a hook costs: the 2-step planning run one at a time on `Generate`, on
+//! `GenerateWithHooks` without hooks (the bidirectional stream's own cost), and with a no-op
+//! `prepare_step` hook answered by the client on every step (two hook round trips per run),
+//! interleaved in rounds over loopback gRPC. The per-hook figure compares the last two.
+//!
+//! `cargo bench --bench hooks` (embedded store; `AGENTD_BENCH_STORE=redis` for Redis). Prints
+//! figures; asserts nothing about speed.
+
+mod common;
+
+use std::time::Instant;
+
+use agentd::pb;
+use agentd::pb::agent_service_client::AgentServiceClient;
+use agentd::pb::chunk::Payload;
+use agentd::pb::generate_with_hooks_request::Message;
+use agentd::pb::hooked_run_event::Event;
+use futures::StreamExt;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+
+const ROUNDS: usize = 5;
+const RUNS_PER_ROUND: usize = 200;
+const WARMUP_RUNS: usize = 100;
+const HOOKS_PER_RUN: f64 = 2.0;
+
+fn main() -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(bench())
+}
+
+async fn bench() -> anyhow::Result<()> {
+    let bench = common::start().await?;
+    let client = AgentServiceClient::new(bench.channel.clone());
+    println!(
+        "agentd hook benchmark: 2-step run, a no-op prepare_step hook per step, store = {}",
+        bench.store_url
+    );
+    for i in 0..WARMUP_RUNS {
+        let thread = format!("warm-{}", i % 8);
+        common::generate(client.clone(), &thread).await?;
+        hooked(client.clone(), &thread, false).await?;
+        hooked(client.clone(), &thread, true).await?;
+    }
+    let mut overheads = Vec::new();
+    for round in 0..ROUNDS {
+        let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..RUNS_PER_ROUND {
+            let thread = format!("r{round}-{}", i % 8);
+            let started = Instant::now();
+            common::generate(client.clone(), &thread).await?;
+            a.push(started.elapsed());
+            let started = Instant::now();
+            hooked(client.clone(), &thread, false).await?;
+            b.push(started.elapsed());
+            let started = Instant::now();
+            hooked(client.clone(), &thread, true).await?;
+            c.push(started.elapsed());
+        }
+        let median = |v: &mut Vec<_>| {
+            v.sort();
+            common::ms(common::quantile(v, 0.5))
+        };
+        let (pa, pb, pc) = (median(&mut a), median(&mut b), median(&mut c));
+        let per_hook = (pc - pb) / HOOKS_PER_RUN;
+        println!(
+            "round {}: median Generate {pa:.3} ms, GenerateWithHooks without hooks {pb:.3} ms, \
+             with a hook per step {pc:.3} ms: {per_hook:.3} ms per hook round trip",
+            round + 1,
+        );
+        overheads.push(per_hook);
+    }
+    overheads.sort_by(f64::total_cmp);
+    println!(
+        "per hook round trip over {ROUNDS} rounds: min {:.3} ms, median {:.3} ms, max {:.3} ms",
+        overheads[0],
+        overheads[overheads.len() / 2],
+        overheads[overheads.len() - 1]
+    );
+    bench.server.stop().await?;
+    Ok(())
+}
+
+/// A run on GenerateWithHooks; with `hook`, a no-op prepare_step hook answers every step.
+async fn hooked(
+    mut client: AgentServiceClient<Channel>,
+    thread: &str,
+    hook: bool,
+) -> anyhow::Result<()> {
+    let (tx, rx) = mpsc::channel(8);
+    tx.send(pb::GenerateWithHooksRequest {
+        message: Some(Message::Start(pb::HookedGenerate {
+            request: Some(common::planning_run(thread)),
+            hooks: Some(pb::HookOptions {
+                kinds: if hook {
+                    vec![pb::HookKind::PrepareStep as i32]
+                } else {
+                    Vec::new()
+                },
+                deadline_ms: Some(5000),
+                on_failure: pb::HookFailurePolicy::Fail as i32,
+            }),
+        })),
+    })
+    .await?;
+    let mut events = client
+        .generate_with_hooks(ReceiverStream::new(rx))
+        .await?
+        .into_inner();
+    let mut finish = None;
+    let mut calls = 0;
+    while let Some(event) = events.next().await {
+        match event?.event {
+            Some(Event::HookCall(call)) => {
+                calls += 1;
+                tx.send(pb::GenerateWithHooksRequest {
+                    message: Some(Message::Answer(pb::HookAnswer {
+                        id: call.id,
+                        answer: None,
+                    })),
+                })
+                .await?;
+            }
+            Some(Event::Chunk(chunk)) => {
+                if let Some(Payload::Finish(result)) = chunk.payload {
+                    finish = Some(result);
+                }
+            }
+            _ => {}
+        }
+    }
+    let expected = if hook { 2 } else { 0 };
+    anyhow::ensure!(
+        calls == expected,
+        "expected {expected} hook calls, got {calls}"
+    );
+    common::check(finish)
+}
