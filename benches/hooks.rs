@@ -21,8 +21,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 
 const ROUNDS: usize = 5;
-const RUNS_PER_ROUND: usize = 200;
-const WARMUP_RUNS: usize = 100;
+// `cargo test --all-targets` runs this debug build once as a smoke test: a few runs only.
+const RUNS_PER_ROUND: usize = common::scaled(200);
+const WARMUP_RUNS: usize = common::scaled(100);
 const HOOKS_PER_RUN: f64 = 2.0;
 
 fn main() -> anyhow::Result<()> {

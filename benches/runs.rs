@@ -10,10 +10,11 @@ use std::time::Instant;
 
 use agentd::pb::agent_service_client::AgentServiceClient;
 
-const SEQUENTIAL_RUNS: usize = 400;
-const CONCURRENT_RUNS: usize = 4000;
 const CONCURRENCY: usize = 16;
-const WARMUP_RUNS: usize = 100;
+// `cargo test --all-targets` runs this debug build once as a smoke test: a few runs only.
+const SEQUENTIAL_RUNS: usize = common::scaled(400);
+const CONCURRENT_RUNS: usize = common::scaled(4000);
+const WARMUP_RUNS: usize = common::scaled(100);
 
 fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()

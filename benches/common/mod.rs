@@ -122,6 +122,17 @@ pub fn check(result: Option<pb::GenerateResult>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `n` in an optimized build; a twentieth of it (at least 16) in a debug build, which only
+/// `cargo test --all-targets` makes, to check the benchmark still works.
+pub const fn scaled(n: usize) -> usize {
+    if cfg!(debug_assertions) {
+        let small = n / 20;
+        if small < 16 { 16 } else { small }
+    } else {
+        n
+    }
+}
+
 /// Milliseconds of a duration.
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
