@@ -362,8 +362,9 @@ async fn prepare_step_changes_one_steps_tool_choice_and_tools() {
     let mock = MockOpenAi::start().await.expect("mock");
     let dir = tempfile::tempdir().expect("dir");
     let server = server(&mock, dir.path(), "").await;
-    mock.push(tool_call("task_check", json!({})));
-    mock.push(tool_call("task_check", json!({})));
+    for _ in 0..3 {
+        mock.push(tool_call("task_check", json!({})));
+    }
     mock.push(MockReply::Text("done".into()));
     let out = generate_hooked(
         &server,
@@ -376,6 +377,21 @@ async fn prepare_step_changes_one_steps_tool_choice_and_tools() {
             assert_eq!(c.model, "mock/test-model");
             assert!(c.tools.contains(&"task_write".to_owned()));
             assert_eq!(c.system_messages[0], "You work.");
+            if c.step_number == 3 {
+                // `none`: the model is offered no tools at all, as the reference.
+                let none = pb::ToolChoice {
+                    choice: Some(pb::tool_choice::Choice::Mode(
+                        pb::ToolChoiceMode::None as i32,
+                    )),
+                };
+                return answer(
+                    call,
+                    Answer::PrepareStep(pb::PrepareStepAnswer {
+                        tool_choice: Some(none),
+                        ..Default::default()
+                    }),
+                );
+            }
             if c.step_number != 1 {
                 return unchanged(call);
             }
@@ -397,7 +413,7 @@ async fn prepare_step_changes_one_steps_tool_choice_and_tools() {
         }),
     )
     .await;
-    assert_eq!(out.calls.len(), 3);
+    assert_eq!(out.calls.len(), 4);
     let requests = mock.requests();
     let tool_names = |i: usize| -> Vec<String> {
         requests[i]["tools"]
@@ -417,6 +433,7 @@ async fn prepare_step_changes_one_steps_tool_choice_and_tools() {
         "the next step is back to the run's tools"
     );
     assert_ne!(requests[2]["messages"][0]["content"], "Only check.");
+    assert!(requests[3].get("tools").is_none() && requests[3].get("tool_choice").is_none());
     assert_eq!(finish(&out).finish_reason(), pb::FinishReason::Stop);
 }
 

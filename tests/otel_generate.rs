@@ -68,8 +68,14 @@ async fn generate_is_traced_under_the_callers_trace() {
     )]));
     mock.push(MockReply::Text("Traced.".into()));
     let dir = tempfile::tempdir().expect("dir");
+    // A prepare_step webhook that changes nothing: its calls are spans under their steps.
+    let hook_app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(|| async { axum::Json(json!({})) }),
+    );
+    let (hook_url, _hook) = support::serve_http(hook_app).await;
     let agents = format!(
-        "{}\n[[agents]]\nid = \"careful\"\nmodel = \"mock/test-model\"\ntools = [\"tasks\"]\nrequire_approval = [\"task_write\"]\n",
+        "{}\n[[agents]]\nid = \"careful\"\nmodel = \"mock/test-model\"\ntools = [\"tasks\"]\nrequire_approval = [\"task_write\"]\n\n[[agents]]\nid = \"hooked\"\nmodel = \"mock/test-model\"\n[[agents.webhooks]]\nurl = \"{hook_url}/hook\"\nkinds = [\"prepare_step\"]\n",
         support::AGENTS_TOML
     );
     let server = support::start(support::agent_config(
@@ -359,9 +365,44 @@ async fn generate_is_traced_under_the_callers_trace() {
         "linked to the original run"
     );
 
+    // A hook call is a span under its step, with its kind and outcome.
+    let hooked_trace = "44444444444444444444444444444444";
+    mock.push(MockReply::Text("Hooked.".into()));
+    let mut request = tonic::Request::new(pb::GenerateRequest {
+        agent_id: "hooked".into(),
+        prompt: "hook me".into(),
+        ..Default::default()
+    });
+    request
+        .metadata_mut()
+        .insert("x-trace-id", hooked_trace.parse().expect("ascii"));
+    let (spans, run) = traced_run(&mut client, &collector, request, hooked_trace).await;
+    let step = children(&spans, &run)
+        .into_iter()
+        .find(|s| s.name == "agent.step")
+        .expect("step span");
+    let hook = children(&spans, step)
+        .into_iter()
+        .find(|s| s.name == "hook prepare_step")
+        .expect("hook span under the step");
+    assert_eq!(
+        str_attr(hook, "agentd.hook.kind").as_deref(),
+        Some("prepare_step")
+    );
+    assert_eq!(
+        str_attr(hook, "agentd.hook.outcome").as_deref(),
+        Some("answered")
+    );
+    assert!(hook.end_time_unix_nano > hook.start_time_unix_nano);
+
     collector
         .wait_for_metrics(
-            &["agentd.runs", "agentd.tokens", "agentd.model.duration"],
+            &[
+                "agentd.runs",
+                "agentd.tokens",
+                "agentd.model.duration",
+                "agentd.hook.duration",
+            ],
             Duration::from_secs(30),
         )
         .await;

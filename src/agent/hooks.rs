@@ -121,6 +121,8 @@ pub struct RunHooks {
     handlers: Vec<(pb::HookKind, Handler)>,
     meta: HookMeta,
     calls: AtomicU64,
+    /// Distinguishes this execution's call ids from another continuation's.
+    epoch: String,
     notes: Mutex<Vec<HookNote>>,
 }
 
@@ -196,6 +198,7 @@ impl RunHooks {
                 handlers,
                 meta,
                 calls: AtomicU64::new(0),
+                epoch: super::message::new_id()[20..].to_owned(),
                 notes: Mutex::new(Vec::new()),
             })
         })
@@ -217,8 +220,9 @@ impl RunHooks {
         let Some((_, handler)) = self.handlers.iter().find(|(k, _)| *k == kind) else {
             return Ok(None);
         };
+        // Unique across a run's continuations too (each numbers its calls from 1).
         let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
-        let id = format!("{}-h{n}", self.meta.run_id);
+        let id = format!("{}-h{n}-{}", self.meta.run_id, self.epoch);
         let name = kind_name(kind);
         let call = pb::HookCall {
             id: id.clone(),

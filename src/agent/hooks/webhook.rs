@@ -60,20 +60,25 @@ impl HookTransport for Webhook {
             .body(body)
             .send();
         let exchange = async {
-            let response = send.await.map_err(|e| HookFault::Failed(e.to_string()))?;
+            let mut response = send.await.map_err(|e| HookFault::Failed(e.to_string()))?;
             let status = response.status();
-            let bytes = response
-                .bytes()
+            // Read at most MAX_BODY: a misbehaving webhook cannot make agentd buffer more.
+            let mut bytes = Vec::new();
+            while let Some(chunk) = response
+                .chunk()
                 .await
-                .map_err(|e| HookFault::Failed(e.to_string()))?;
+                .map_err(|e| HookFault::Failed(e.to_string()))?
+            {
+                if bytes.len() + chunk.len() > MAX_BODY {
+                    return Err(HookFault::Failed(format!(
+                        "the answer is over {MAX_BODY} bytes"
+                    )));
+                }
+                bytes.extend_from_slice(&chunk);
+            }
             if !status.is_success() {
                 let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned();
                 return Err(HookFault::Failed(format!("HTTP {status}: {text}")));
-            }
-            if bytes.len() > MAX_BODY {
-                return Err(HookFault::Failed(format!(
-                    "the answer is over {MAX_BODY} bytes"
-                )));
             }
             if bytes.iter().all(u8::is_ascii_whitespace) {
                 return Ok(pb::HookAnswer::default());

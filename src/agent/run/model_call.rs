@@ -17,7 +17,7 @@ use crate::agent::message::{self, Message, Part, Role, new_id, now_ms};
 use crate::agent::state::{CallRecord, ResponseRecord, StepRecord};
 use crate::agent::structured::{self, Placement};
 use crate::agent::tools::ToolKind;
-use crate::model::{ChatMessage, ModelError, ModelEvent, ModelRequest, ToolDefinition};
+use crate::model::{ChatMessage, ModelError, ModelEvent, ModelRequest, ToolChoice, ToolDefinition};
 use crate::tasks::signal::TASK_LIST_GUIDANCE;
 use crate::telemetry;
 
@@ -53,13 +53,15 @@ impl Runner {
         if let (Some(output), Some(placement)) = (&request.structured_output, placement) {
             structured::place(output, placement, &mut messages);
         }
-        ModelRequest {
-            model: overrides
-                .model
-                .as_ref()
-                .map_or_else(|| self.agent.model.clone(), |m| m.model.clone()),
-            messages,
-            tools: self
+        let tool_choice = overrides
+            .tool_choice
+            .clone()
+            .or_else(|| request.tool_choice.clone());
+        // As the reference: tool choice `none` sends no tools at all (and so no tool choice).
+        let (tools, tool_choice) = if tool_choice == Some(ToolChoice::None) {
+            (Vec::new(), None)
+        } else {
+            let tools = self
                 .offered
                 .iter()
                 .filter(|t| {
@@ -77,11 +79,17 @@ impl Runner {
                         t.parameters.clone()
                     },
                 })
-                .collect(),
-            tool_choice: overrides
-                .tool_choice
-                .clone()
-                .or_else(|| request.tool_choice.clone()),
+                .collect();
+            (tools, tool_choice)
+        };
+        ModelRequest {
+            model: overrides
+                .model
+                .as_ref()
+                .map_or_else(|| self.agent.model.clone(), |m| m.model.clone()),
+            messages,
+            tools,
+            tool_choice,
             settings: request.settings.clone(),
             response_format: request
                 .structured_output
