@@ -81,6 +81,18 @@ def mock_model():
     proc.wait(timeout=10)
 
 
+@pytest.fixture(scope="session")
+def policy_webhook():
+    """examples/python/policy_webhook.py denying task_write, on a free port."""
+    port = free_port()
+    script = ROOT / "examples" / "python" / "policy_webhook.py"
+    proc = subprocess.Popen([sys.executable, str(script), "--listen", f"127.0.0.1:{port}", "--deny", "task_write"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    wait_for_port(port, proc, "policy_webhook.py")
+    yield f"http://127.0.0.1:{port}/hooks"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
 CONFIG = """
 [[providers]]
 name = "mock"
@@ -98,16 +110,25 @@ instructions = "You plan, but a human approves every list."
 model = "mock/planner"
 tools = ["tasks"]
 require_approval = ["task_write"]
+
+[[agents]]
+id = "policed"
+instructions = "You plan work as a task list; a policy webhook guards your tools."
+model = "mock/planner"
+tools = ["tasks"]
+[[agents.webhooks]]
+url = "{webhook_url}"
+kinds = ["before_tool_call"]
 """
 
 
 @pytest.fixture(scope="session")
-def server_address(mock_model):
+def server_address(mock_model, policy_webhook):
     """Starts target/debug/agentd (or $AGENTD_BIN) with agents on the mock model and waits until it answers."""
     port = free_port()
     data = tempfile.mkdtemp(prefix="agentd-data-")
     config = pathlib.Path(data) / "agentd.toml"
-    config.write_text(CONFIG.format(base_url=mock_model))
+    config.write_text(CONFIG.format(base_url=mock_model, webhook_url=policy_webhook))
     env = dict(os.environ, AGENTD_LISTEN=f"127.0.0.1:{port}", AGENTD_DATA_DIR=data, AGENTD_STORE_URL="embedded", AGENTD_CONFIG=str(config))
     proc = subprocess.Popen([binary("agentd")], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     address = f"127.0.0.1:{port}"

@@ -97,3 +97,13 @@ def test_a_throwing_python_hook_is_a_tool_error_the_model_reads(example, channel
     errors = [c.tool_error.error for c in chunks if c.WhichOneof("payload") == "tool_error"]
     assert errors == ["policy service unavailable"]
     assert result.text == "Planned: A, B"
+
+
+def test_the_example_policy_webhook_skips_a_denied_tool(agent_stubs, channel):
+    s = agent_stubs
+    agents = s.agent_rpc.AgentServiceStub(channel)
+    memory = s.agent.MemoryOptions(thread=s.agent.ThreadRef(id=f"py-webhook-{uuid.uuid4().hex}"), resource="py-webhook")
+    chunks = list(agents.Generate(s.agent.GenerateRequest(agent_id="policed", prompt="Write code, Test it", memory=memory)))
+    result = chunks[-1].finish
+    assert [r.result.string_value for r in result.tool_results] == ["Tool task_write is not allowed by policy"]
+    assert result.text == "Planned: Write code, Test it"
