@@ -34,7 +34,6 @@ use crate::store::{Store, ThreadKey};
 use crate::tasklist::{TaskList, TaskLists};
 use crate::telemetry;
 
-pub use completion::hook_scorers_need;
 pub(super) use hooks::StepOverrides;
 pub use tool_calls::offered_tools;
 

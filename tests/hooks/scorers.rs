@@ -235,3 +235,62 @@ async fn built_in_scorers_need_no_client() {
         .collect();
     assert_eq!(fields, ["is_task_complete.scorers.0"]);
 }
+
+#[tokio::test]
+async fn an_agents_configured_scorers_apply_unless_the_request_brings_its_own() {
+    use pb::completion_scorer::Kind;
+    let mock = MockOpenAi::start().await.expect("mock");
+    let dir = tempfile::tempdir().expect("dir");
+    let extra = r#"
+[[agents]]
+id = "finisher"
+model = "mock/test-model"
+tools = ["tasks"]
+[agents.is_task_complete]
+[[agents.is_task_complete.scorers]]
+id = "tasks-done"
+name = "Tasks done"
+kind = "task_list_complete"
+"#;
+    let server = server(&mock, dir.path(), extra).await;
+    let mut agents = support::agents_client(&server).await;
+    let thread = support::unique("t");
+    let mut request = ask("finisher", "plan");
+    request.max_steps = Some(4);
+    request.memory = Some(support::memory(&thread, "r", None));
+    // Step 1 answers with nothing done: not complete (the list is empty); step 2 writes a
+    // completed task; step 3 answers: complete.
+    mock.push(MockReply::Text("thinking".into()));
+    mock.push(tool_call(
+        "task_write",
+        json!({"tasks": [{"content": "Plan", "status": "completed", "activeForm": "Planning"}]}),
+    ));
+    mock.push(MockReply::Text("planned".into()));
+    let chunks = support::generate(&mut agents, request).await;
+    let found = checks(&chunks);
+    assert_eq!(found.len(), 2);
+    assert_eq!(found[0].results[0].scorer_name, "Tasks done");
+    assert!(!found[0].passed && found[1].passed);
+    assert!(
+        found[1].results[0]
+            .reason
+            .contains("All tasks completed: YES"),
+        "{}",
+        found[1].results[0].reason
+    );
+    // The request's own scorers replace the agent's.
+    mock.push(MockReply::Text("{}".into()));
+    let mut request = ask("finisher", "json please");
+    request.is_task_complete = Some(completion(vec![scorer(
+        "json",
+        "",
+        Kind::JsonSchema(pb::JsonSchemaScorer {
+            schema: json!({"type": "object"}).as_object().map(to_proto_struct),
+        }),
+    )]));
+    let chunks = support::generate(&mut agents, request).await;
+    let found = checks(&chunks);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].results[0].scorer_id, "json");
+    assert!(found[0].passed);
+}

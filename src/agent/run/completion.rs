@@ -13,7 +13,7 @@ use crate::agent::error::RunFailure;
 use crate::agent::message::Role;
 use crate::agent::state::StepRecord;
 use crate::agent::wire;
-use crate::config::{CompletionConfig, ScorerKind, ScorerSpec, Strategy};
+use crate::config::{ScorerKind, ScorerSpec, Strategy};
 use crate::json::to_proto_struct;
 use crate::model::{ChatMessage, ModelEvent, ModelRequest, ResponseFormat};
 use crate::pb;
@@ -245,12 +245,4 @@ impl Runner {
             .response
             .push(super::hooks::feedback_message(check.feedback()));
     }
-}
-
-/// Whether a check's configuration is usable for this run (a `hook` scorer needs a handler).
-pub fn hook_scorers_need(config: &CompletionConfig) -> bool {
-    config
-        .scorers
-        .iter()
-        .any(|s| matches!(s.kind, ScorerKind::Hook))
 }
