@@ -74,6 +74,21 @@ async fn bench() -> anyhow::Result<()> {
         );
         overheads.push(per_hook);
     }
+    // For scale: a bare unary round trip on the same connection (health Check).
+    let mut health = tonic_health::pb::health_client::HealthClient::new(bench.channel.clone());
+    let mut unary = Vec::new();
+    for _ in 0..RUNS_PER_ROUND * 5 {
+        let started = Instant::now();
+        health
+            .check(tonic_health::pb::HealthCheckRequest::default())
+            .await?;
+        unary.push(started.elapsed());
+    }
+    unary.sort();
+    println!(
+        "a unary health Check for scale: median {:.3} ms",
+        common::ms(common::quantile(&unary, 0.5))
+    );
     overheads.sort_by(f64::total_cmp);
     println!(
         "per hook round trip over {ROUNDS} rounds: min {:.3} ms, median {:.3} ms, max {:.3} ms",

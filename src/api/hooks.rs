@@ -20,9 +20,6 @@ use crate::pb::hooked_run_event::Event;
 pub(crate) type HookedStream =
     Pin<Box<dyn Stream<Item = Result<pb::HookedRunEvent, Status>> + Send>>;
 
-/// Rejections buffered towards one client.
-const REJECTION_BUFFER: usize = 16;
-
 /// What a client sent after its first message.
 pub(crate) enum Inbound {
     /// An answer.
@@ -79,8 +76,8 @@ pub(crate) fn binding(options: Option<&pb::HookOptions>) -> Result<ClientBinding
 
 /// The response stream: the run's chunks (first, whenever both are ready, so a hook call
 /// follows the chunks emitted before it), its hook calls and the rejected answers; it ends
-/// with the run. The client's messages are read meanwhile; when they end, the client is gone
-/// and its waiting hooks fail at once.
+/// with the run. The client's messages are read by the same task that writes the stream (no
+/// hand-off per answer); when they end, the client is gone and its waiting hooks fail at once.
 pub(crate) fn hooked<S>(
     chunks: runtime::ChunkStream,
     client: Arc<ClientHooks>,
@@ -90,62 +87,83 @@ pub(crate) fn hooked<S>(
 where
     S: Stream<Item = Result<Inbound, Status>> + Send + Unpin + 'static,
 {
-    let (rejections, rejected) = mpsc::channel(REJECTION_BUFFER);
-    tokio::spawn(read_answers(answers, client.clone(), rejections));
-    let state = (chunks, calls, rejected, client);
-    futures::stream::unfold(
-        state,
-        |(mut chunks, mut calls, mut rejected, client)| async move {
+    let state = Merge {
+        chunks,
+        calls,
+        answers: Some(answers),
+        client,
+    };
+    futures::stream::unfold(state, |mut m| async move {
+        loop {
             let event = tokio::select! {
                 biased;
-                chunk = chunks.next() => match chunk {
+                chunk = m.chunks.next() => match chunk {
                     None => {
-                        client.close();
+                        m.client.close();
                         return None;
                     }
                     Some(chunk) => chunk.map(Event::Chunk).map_err(Status::from),
                 },
-                Some(call) = calls.recv() => Ok(Event::HookCall(call)),
-                Some(rejection) = rejected.recv() => Ok(Event::AnswerRejected(rejection)),
+                Some(call) = m.calls.recv() => Ok(Event::HookCall(call)),
+                message = next_answer(&mut m.answers) => match m.take(message) {
+                    Some(rejection) => Ok(Event::AnswerRejected(rejection)),
+                    None => continue,
+                },
             };
             let event = event.map(|e| pb::HookedRunEvent { event: Some(e) });
-            Some((event, (chunks, calls, rejected, client)))
-        },
-    )
+            return Some((event, m));
+        }
+    })
     .boxed()
 }
 
-/// Feeds the client's answers to the run; a refused answer is reported back, never fatal.
-async fn read_answers<S>(
-    mut answers: S,
+/// What the response stream reads from.
+struct Merge<S> {
+    chunks: runtime::ChunkStream,
+    calls: mpsc::Receiver<pb::HookCall>,
+    /// `None` once the client's messages ended.
+    answers: Option<S>,
     client: Arc<ClientHooks>,
-    rejections: mpsc::Sender<pb::HookAnswerRejected>,
-) where
-    S: Stream<Item = Result<Inbound, Status>> + Send + Unpin,
-{
-    while let Some(Ok(message)) = answers.next().await {
-        let (id, refused) = match message {
-            Inbound::Answer(answer) => {
-                let id = answer.id.clone();
-                (id, client.answer(answer).err())
-            }
-            Inbound::Start => (
-                String::new(),
-                Some("start may only be the first message".to_owned()),
-            ),
-            Inbound::Empty => (
-                String::new(),
-                Some("the message sets neither start nor answer".to_owned()),
-            ),
+}
+
+impl<S> Merge<S> {
+    /// Feeds one client message to the run; `Some` when it was refused (reported back, never
+    /// fatal). The end of the client's messages closes its hooks.
+    fn take(&mut self, message: Option<Result<Inbound, Status>>) -> Option<pb::HookAnswerRejected> {
+        let refused = |id: String, reason: &str| {
+            Some(pb::HookAnswerRejected {
+                id,
+                reason: reason.to_owned(),
+            })
         };
-        if let Some(reason) = refused
-            && rejections
-                .send(pb::HookAnswerRejected { id, reason })
-                .await
-                .is_err()
-        {
-            break;
+        match message {
+            Some(Ok(Inbound::Answer(answer))) => {
+                let id = answer.id.clone();
+                self.client
+                    .answer(answer)
+                    .err()
+                    .map(|reason| pb::HookAnswerRejected { id, reason })
+            }
+            Some(Ok(Inbound::Start)) => refused(String::new(), "start may only be the first message"),
+            Some(Ok(Inbound::Empty)) => {
+                refused(String::new(), "the message sets neither start nor answer")
+            }
+            Some(Err(_)) | None => {
+                self.answers = None;
+                self.client.close();
+                None
+            }
         }
     }
-    client.close();
+}
+
+/// The next client message; pending forever once they ended.
+async fn next_answer<S>(answers: &mut Option<S>) -> Option<Result<Inbound, Status>>
+where
+    S: Stream<Item = Result<Inbound, Status>> + Unpin,
+{
+    match answers {
+        Some(stream) => stream.next().await,
+        None => std::future::pending().await,
+    }
 }
