@@ -144,11 +144,25 @@ impl<S> Merge<S> {
                     .err()
                     .map(|reason| pb::HookAnswerRejected { id, reason })
             }
-            Some(Ok(Inbound::Start)) => refused(String::new(), "start may only be the first message"),
+            Some(Ok(Inbound::Start)) => {
+                refused(String::new(), "start may only be the first message")
+            }
             Some(Ok(Inbound::Empty)) => {
                 refused(String::new(), "the message sets neither start nor answer")
             }
-            Some(Err(_)) | None => {
+            Some(Err(status)) => {
+                // An unreadable message ends the client's side; say why before its hooks fail.
+                self.answers = None;
+                self.client.close();
+                refused(
+                    String::new(),
+                    &format!(
+                        "a message could not be read ({}); no more answers are taken",
+                        status.message()
+                    ),
+                )
+            }
+            None => {
                 self.answers = None;
                 self.client.close();
                 None
