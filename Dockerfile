@@ -41,7 +41,8 @@ LABEL org.opencontainers.image.title="agentd" \
       org.opencontainers.image.licenses="Apache-2.0"
 
 COPY --from=builder /out/usr/local/bin/agentd /usr/local/bin/agentd
-# Config dir, read-only for agentd (the Helm chart mounts agentd.toml here and sets AGENTD_CONFIG),
+# Config dir, read-only for agentd: /etc/agentd/agentd.toml is read when it exists (the Helm chart
+# mounts it here; `docker run -v ./agentd.toml:/etc/agentd/agentd.toml:ro` works the same),
 # and data dir, owned by agentd (the embedded store; mount a volume here: the Helm chart always
 # does, its root filesystem is read-only).
 COPY --from=builder /out/etc/agentd /etc/agentd

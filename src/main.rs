@@ -19,6 +19,13 @@ async fn main() -> ExitCode {
         }
     };
     if cli.check_config {
+        let missing = config.missing_provider_keys();
+        if !missing.is_empty() {
+            for problem in &missing {
+                eprintln!("agentd: {problem}");
+            }
+            return ExitCode::from(2);
+        }
         return match agentd::agent::Agents::from_config(&config) {
             Ok(agents) => {
                 println!(
@@ -66,20 +73,30 @@ async fn run(config: Config) -> anyhow::Result<()> {
     running.wait().await
 }
 
-/// Resolves on SIGINT or SIGTERM (Kubernetes sends the latter).
+/// Resolves on SIGINT or SIGTERM (Kubernetes sends the latter). SIGHUP, which would end the
+/// process by default, is logged and ignored: the configuration is read at start only.
 async fn wait_for_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = ctrl_c => {}
-                    _ = term.recv() => {}
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        ) {
+            (Ok(mut term), Ok(mut hup)) => {
+                tokio::pin!(ctrl_c);
+                loop {
+                    tokio::select! {
+                        _ = &mut ctrl_c => break,
+                        _ = term.recv() => break,
+                        _ = hup.recv() => info!(
+                            "SIGHUP received and ignored: agentd reads its configuration at start; restart it to apply changes"
+                        ),
+                    }
                 }
             }
-            Err(_) => {
+            _ => {
                 let _ = ctrl_c.await;
             }
         }

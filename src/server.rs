@@ -159,6 +159,18 @@ pub async fn serve(
         shutdown.clone(),
     );
     let agents = Arc::new(Agents::from_config(&config)?);
+    let from = config
+        .source
+        .as_ref()
+        .map_or_else(|| "no config file".to_owned(), |p| p.display().to_string());
+    match agents.iter().count() {
+        0 => info!(
+            from = %from,
+            "no agents configured: add [[agents]] to a config file (--config, AGENTD_CONFIG or {}; see examples/agentd.toml)",
+            crate::config::DEFAULT_CONFIG_FILE
+        ),
+        n => info!(agents = n, from = %from, "agents loaded"),
+    }
     let runtime = Runtime::new(
         RunDeps {
             store: store.clone(),

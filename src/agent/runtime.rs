@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, warn};
+use tracing::{Instrument, info, warn};
 
 use super::emit::{ClientSender, Emitter};
 use super::error::RunError;
@@ -353,6 +353,7 @@ impl Runtime {
             resuming,
             hooks,
         } = launch;
+        let started = std::time::Instant::now();
         let run_id = record.run_id.clone();
         let (mut em, flush) = Emitter::new(
             self.deps.store.clone(),
@@ -407,10 +408,10 @@ impl Runtime {
             runner.start(&mut em).await
         };
         (result.trace_id, result.span_id) = trace;
-        telemetry::metrics().run_finished(
-            &record.agent_id,
-            super::wire::run_finish_name(super::wire::run_finish_reason(result.end)),
-        );
+        let finish_reason =
+            super::wire::run_finish_name(super::wire::run_finish_reason(result.end));
+        telemetry::metrics().run_finished(&record.agent_id, finish_reason);
+        let steps = result.steps.len();
         // Record first, then emit `finish`: a client that reacts to it (Approve, Abort, a new
         // turn) must find the run in its final state.
         record.end(
@@ -443,7 +444,14 @@ impl Runtime {
         drop(em);
         flush.wait().await;
         drop(permit);
-        debug!(run_id, status = ?record.status, "run ended");
+        info!(
+            run_id = %run_id,
+            agent = %record.agent_id,
+            finish_reason = %finish_reason,
+            steps,
+            duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            "run ended"
+        );
     }
 
     fn register(

@@ -145,7 +145,14 @@ pub struct Config {
     pub providers: Vec<ProviderConfig>,
     /// Agents served.
     pub agents: Vec<AgentConfig>,
+    /// The file this configuration was read from, if any (for logs).
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
 }
+
+/// The file read when neither `--config` nor `AGENTD_CONFIG` names one and it exists (the
+/// container image's place for it).
+pub const DEFAULT_CONFIG_FILE: &str = "/etc/agentd/agentd.toml";
 
 /// Network settings.
 #[cfg_attr(test, derive(serde::Serialize))]
@@ -356,15 +363,45 @@ pub enum ConfigError {
 }
 
 impl Config {
-    /// Loads the file named by the flags (if any) and applies env/flag overrides.
+    /// Loads the file named by the flags (else [`DEFAULT_CONFIG_FILE`] when it exists) and
+    /// applies env/flag overrides.
     pub fn load(cli: &Cli) -> Result<Self, ConfigError> {
-        let mut config = match &cli.config {
+        Self::load_with_default(cli, Path::new(DEFAULT_CONFIG_FILE))
+    }
+
+    /// [`Config::load`] with another default file.
+    pub fn load_with_default(cli: &Cli, default: &Path) -> Result<Self, ConfigError> {
+        let path = match &cli.config {
+            Some(path) => Some(path.clone()),
+            None => default.is_file().then(|| default.to_owned()),
+        };
+        let mut config = match &path {
             Some(path) => Self::from_file(path)?,
             None => Self::default(),
         };
+        config.source = path;
         config.apply(cli);
         config.validate()?;
         Ok(config)
+    }
+
+    /// The providers whose API key variable is named but not set (and not marked optional):
+    /// one line per problem, naming the provider and the variable.
+    pub fn missing_provider_keys(&self) -> Vec<String> {
+        self.providers
+            .iter()
+            .filter(|p| !p.optional)
+            .filter_map(|p| {
+                let var = p.api_key_env.as_deref()?;
+                std::env::var_os(var).is_none().then(|| {
+                    format!(
+                        "provider {:?}: environment variable {var} (api_key_env) is not set; set \
+                         it, or mark the provider `optional = true`",
+                        p.name
+                    )
+                })
+            })
+            .collect()
     }
 
     /// Parses a TOML file.
@@ -475,6 +512,56 @@ mod tests {
             StoreKind::Embedded(PathBuf::from("./data"))
         );
         assert_eq!(config.server.listen.port(), 50051);
+    }
+
+    #[test]
+    fn the_default_file_is_read_only_when_nothing_names_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let default = dir.path().join("agentd.toml");
+        let cli = Cli::default();
+        let none = Config::load_with_default(&cli, &default).unwrap();
+        assert!(none.source.is_none() && none.agents.is_empty());
+        std::fs::write(&default, "[limits]\nmax_tasks = 9\n").unwrap();
+        let read = Config::load_with_default(&cli, &default).unwrap();
+        assert_eq!(read.limits.max_tasks, 9);
+        assert_eq!(read.source.as_deref(), Some(default.as_path()));
+        let named = dir.path().join("other.toml");
+        std::fs::write(&named, "[limits]\nmax_tasks = 3\n").unwrap();
+        let cli = Cli {
+            config: Some(named),
+            ..Cli::default()
+        };
+        assert_eq!(
+            Config::load_with_default(&cli, &default)
+                .unwrap()
+                .limits
+                .max_tasks,
+            3
+        );
+    }
+
+    #[test]
+    fn missing_provider_keys_are_named_unless_optional() {
+        let text = r#"
+            [[providers]]
+            name = "a"
+            base_url = "http://x/v1"
+            api_key_env = "AGENTD_TEST_SURELY_UNSET_KEY_A"
+            [[providers]]
+            name = "b"
+            base_url = "http://x/v1"
+            api_key_env = "AGENTD_TEST_SURELY_UNSET_KEY_B"
+            optional = true
+            [[providers]]
+            name = "c"
+            base_url = "http://x/v1"
+        "#;
+        let missing = Config::from_toml(text).unwrap().missing_provider_keys();
+        assert_eq!(missing.len(), 1);
+        assert!(
+            missing[0].contains("provider \"a\"")
+                && missing[0].contains("AGENTD_TEST_SURELY_UNSET_KEY_A")
+        );
     }
 
     #[test]

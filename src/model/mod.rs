@@ -481,6 +481,10 @@ pub struct ProviderConfig {
     /// Retries on connect errors, 429 and 5xx, unless the request sets its own.
     #[serde(default = "default_max_retries")]
     pub max_retries: u32,
+    /// A missing key is not a configuration error (`--check-config` passes; its agents fail
+    /// when run, saying why).
+    #[serde(default)]
+    pub optional: bool,
 }
 
 impl ProviderConfig {
@@ -496,6 +500,7 @@ impl ProviderConfig {
             connect_timeout: default_connect_timeout(),
             idle_timeout: default_idle_timeout(),
             max_retries: default_max_retries(),
+            optional: false,
         }
     }
 }

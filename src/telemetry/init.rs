@@ -202,7 +202,11 @@ pub fn init_with(log: &LogConfig, otel: Option<OtelSettings>) -> anyhow::Result<
         .map_err(|e| anyhow::anyhow!("invalid log filter {:?}: {e}", log.filter))?;
     // The log filter is per layer so that a quiet log (e.g. `warn`) does not disable spans.
     let fmt_layer = match log.format {
-        LogFormat::Text => tracing_subscriber::fmt::layer().with_filter(filter).boxed(),
+        // Colours only on a terminal: piped into files or `kubectl logs` they are noise.
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .with_filter(filter)
+            .boxed(),
         LogFormat::Json => tracing_subscriber::fmt::layer()
             .json()
             .flatten_event(true)
