@@ -177,13 +177,11 @@ async fn sighup_is_ignored_and_runs_are_logged() {
     let status = child.wait().expect("exit");
     assert!(status.success(), "SIGTERM stops agentd cleanly: {status}");
     let mut logs = String::new();
-    for pipe in [
-        child.stdout.take().map(|p| Box::new(p) as Box<dyn Read>),
-        child.stderr.take().map(|p| Box::new(p) as Box<dyn Read>),
-    ] {
-        if let Some(mut pipe) = pipe {
-            pipe.read_to_string(&mut logs).expect("logs");
-        }
+    if let Some(mut out) = child.stdout.take() {
+        out.read_to_string(&mut logs).expect("stdout");
+    }
+    if let Some(mut err) = child.stderr.take() {
+        err.read_to_string(&mut logs).expect("stderr");
     }
     assert!(
         !logs.contains('\u{1b}'),
