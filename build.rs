@@ -1,15 +1,18 @@
 //! Compiles `proto/agentd/v1/*.proto` into `OUT_DIR` (never into `src/`) and writes the file
-//! descriptor set that server reflection serves. Uses the protoc shipped by the
+//! descriptor set that server reflection serves (with `proto/google/rpc/error_details.proto`,
+//! so reflection clients decode the BadRequest details of errors). Uses the protoc shipped by the
 //! `protoc-bin-vendored` crate so a fresh machine needs no system protoc.
 
 use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
-    let protos: Vec<PathBuf> = std::fs::read_dir("proto/agentd/v1")?
+    let mut protos: Vec<PathBuf> = std::fs::read_dir("proto/agentd/v1")?
         .filter_map(|entry| entry.ok().map(|e| e.path()))
         .filter(|path| path.extension().is_some_and(|ext| ext == "proto"))
         .collect();
+    // Only for reflection: the Rust types of google.rpc come from tonic-types.
+    protos.push(PathBuf::from("proto/google/rpc/error_details.proto"));
     println!("cargo:rerun-if-changed=proto");
 
     let mut config = tonic_prost_build::Config::new();

@@ -121,6 +121,9 @@ async fn reflection_v1_lists_services_and_resolves_symbols() {
         ask(MessageRequest::FileContainingSymbol(
             "agentd.v1.TaskService".into(),
         )),
+        ask(MessageRequest::FileContainingSymbol(
+            "google.rpc.BadRequest".into(),
+        )),
     ]);
     let responses: Vec<ServerReflectionResponse> = client
         .server_reflection_info(requests)
@@ -142,6 +145,28 @@ async fn reflection_v1_lists_services_and_resolves_symbols() {
         panic!("expected descriptors, got {:?}", responses[1]);
     };
     assert!(!files.file_descriptor_proto.is_empty());
+    // The BadRequest details of INVALID_ARGUMENT statuses are described too, so grpcurl
+    // prints them decoded.
+    let Some(MessageResponse::FileDescriptorResponse(files)) = &responses[2].message_response
+    else {
+        panic!(
+            "expected the error details' descriptor, got {:?}",
+            responses[2]
+        );
+    };
+    let described = files.file_descriptor_proto.iter().any(|bytes| {
+        use prost::Message as _;
+        prost_types::FileDescriptorProto::decode(bytes.as_slice()).is_ok_and(|f| {
+            f.package() == "google.rpc"
+                && f.message_type.iter().any(|m| {
+                    m.name() == "BadRequest"
+                        && m.field
+                            .iter()
+                            .any(|x| x.name() == "field_violations" && x.number() == 1)
+                })
+        })
+    });
+    assert!(described, "google.rpc.BadRequest is served by reflection");
     server.stop().await.expect("clean stop");
 }
 

@@ -23,7 +23,8 @@ def stubs():
 
     out = tempfile.mkdtemp(prefix="agentd-py-")
     well_known = str(importlib.resources.files("grpc_tools") / "_proto")
-    protos = sorted(str(p.relative_to(ROOT / "proto")) for p in (ROOT / "proto").rglob("*.proto"))
+    # agentd's own protos only: google/rpc is the standard's, which grpcio-status already ships.
+    protos = sorted(str(p.relative_to(ROOT / "proto")) for p in (ROOT / "proto" / "agentd").rglob("*.proto"))
     args = ["protoc", f"-I{ROOT / 'proto'}", f"-I{well_known}", f"--python_out={out}", f"--grpc_python_out={out}", *protos]
     assert protoc.main(args) == 0, "protoc failed"
     sys.path.insert(0, out)
