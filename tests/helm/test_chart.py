@@ -648,9 +648,17 @@ def test_rendered_config_is_accepted_by_agentd(rendered, scenario, tmp_path):
 
     binary = os.environ.get("AGENTD_BIN", str(ROOT / "target" / "debug" / "agentd"))
     assert os.path.exists(binary), f"{binary} is missing: run `cargo build` first (scripts/test.sh does)"
+    import tomllib
+
     config = tmp_path / "agentd.toml"
-    config.write_text(rendered[scenario].one("ConfigMap")["data"]["agentd.toml"])
+    text = rendered[scenario].one("ConfigMap")["data"]["agentd.toml"]
+    config.write_text(text)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
+    # The pod gets each provider key from a Secret (providerKeys / envFromExistingSecret); the
+    # check also requires them to be set, so they are stand-ins here.
+    for provider in tomllib.loads(text).get("providers", []):
+        if "api_key_env" in provider:
+            env[provider["api_key_env"]] = "stand-in-key"
     checked = subprocess.run(
         [binary, "--check-config", "--config", str(config)], env=env, capture_output=True, text=True
     )

@@ -1,0 +1,182 @@
+//! The config layering and checks.
+
+use super::*;
+
+#[test]
+fn empty_config_is_embedded_on_default_port() {
+    let config = Config::from_toml("").unwrap();
+    config.validate().unwrap();
+    assert_eq!(
+        config.store.kind().unwrap(),
+        StoreKind::Embedded(PathBuf::from("./data"))
+    );
+    assert_eq!(config.server.listen.port(), 50051);
+}
+
+#[test]
+fn the_default_file_is_read_only_when_nothing_names_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let default = dir.path().join("agentd.toml");
+    let cli = Cli::default();
+    let none = Config::load_with_default(&cli, &default).unwrap();
+    assert!(none.source.is_none() && none.agents.is_empty());
+    std::fs::write(&default, "[limits]\nmax_tasks = 9\n").unwrap();
+    let read = Config::load_with_default(&cli, &default).unwrap();
+    assert_eq!(read.limits.max_tasks, 9);
+    assert_eq!(read.source.as_deref(), Some(default.as_path()));
+    let named = dir.path().join("other.toml");
+    std::fs::write(&named, "[limits]\nmax_tasks = 3\n").unwrap();
+    let cli = Cli {
+        config: Some(named),
+        ..Cli::default()
+    };
+    assert_eq!(
+        Config::load_with_default(&cli, &default)
+            .unwrap()
+            .limits
+            .max_tasks,
+        3
+    );
+}
+
+#[test]
+fn missing_provider_keys_are_named_unless_optional() {
+    let text = r#"
+        [[providers]]
+        name = "a"
+        base_url = "http://x/v1"
+        api_key_env = "AGENTD_TEST_SURELY_UNSET_KEY_A"
+        [[providers]]
+        name = "b"
+        base_url = "http://x/v1"
+        api_key_env = "AGENTD_TEST_SURELY_UNSET_KEY_B"
+        optional = true
+        [[providers]]
+        name = "c"
+        base_url = "http://x/v1"
+    "#;
+    let missing = Config::from_toml(text).unwrap().missing_provider_keys();
+    assert_eq!(missing.len(), 1);
+    assert!(
+        missing[0].contains("provider \"a\"")
+            && missing[0].contains("AGENTD_TEST_SURELY_UNSET_KEY_A")
+    );
+}
+
+#[test]
+fn flags_override_file() {
+    let mut config = Config::from_toml("[store]\nurl = \"redis://a:6379\"\n").unwrap();
+    let cli = Cli {
+        store_url: Some("embedded".into()),
+        max_tasks: Some(7),
+        ..Cli::default()
+    };
+    config.apply(&cli);
+    assert_eq!(config.store.url, "embedded");
+    assert_eq!(config.limits.max_tasks, 7);
+}
+
+#[test]
+fn every_file_setting_has_an_env_override() {
+    let config = Config::default();
+    let sections = [
+        ("server", toml::Value::try_from(&config.server)),
+        ("store", toml::Value::try_from(&config.store)),
+        ("log", toml::Value::try_from(&config.log)),
+        ("auth", toml::Value::try_from(&config.auth)),
+        ("limits", toml::Value::try_from(&config.limits)),
+    ];
+    for (section, value) in sections {
+        let value = value.unwrap();
+        for key in value.as_table().unwrap().keys() {
+            let key = format!("{section}.{key}");
+            assert!(
+                OVERRIDES.iter().any(|(k, _)| *k == key),
+                "{key} has no AGENTD_* override"
+            );
+        }
+    }
+    assert!(OVERRIDES.iter().all(|(_, env)| env.starts_with("AGENTD_")));
+    for key in [
+        "limits.max_messages",
+        "limits.max_log_chunks",
+        "auth.api_key_sha256",
+    ] {
+        assert!(OVERRIDES.iter().any(|(k, _)| *k == key), "{key}");
+    }
+}
+
+#[test]
+fn new_overrides_parse_and_apply() {
+    let digest = "ab".repeat(32);
+    let list = format!(" {digest} , {digest},");
+    let cli = Cli::try_parse_from([
+        "agentd",
+        "--max-messages",
+        "5",
+        "--max-log-chunks",
+        "7",
+        "--api-key-sha256",
+        &list,
+    ])
+    .unwrap();
+    let mut config = Config::from_toml("[limits]\nmax_messages = 3\n").unwrap();
+    config.apply(&cli);
+    assert_eq!(config.limits.max_messages, 5);
+    assert_eq!(config.limits.max_log_chunks, 7);
+    assert_eq!(config.auth.api_key_sha256, [digest.clone(), digest]);
+    config.validate().unwrap();
+    let untouched = Config::default();
+    let mut applied = Config::default();
+    applied.apply(&Cli::default());
+    assert_eq!(applied.limits.max_messages, untouched.limits.max_messages);
+}
+
+#[test]
+fn bad_digests_fail_validation_with_the_servers_text() {
+    let config = Config::from_toml("[auth]\napi_key_sha256 = [\"zz\"]\n").unwrap();
+    let err = config.validate().unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "invalid config: auth.api_key_sha256: \"zz\" is not 64 hex digits"
+    );
+}
+
+#[test]
+fn unknown_fields_are_rejected() {
+    let err = Config::from_toml("[server]\nlisten_addr = \"x\"\n").unwrap_err();
+    assert!(err.to_string().contains("listen_addr"), "{err}");
+}
+
+#[test]
+fn agents_must_name_known_providers_and_tools() {
+    let text = r#"
+        [[providers]]
+        name = "openai"
+        base_url = "https://api.openai.com/v1"
+        api_key_env = "OPENAI_API_KEY"
+        [[agents]]
+        id = "a"
+        model = "other/gpt"
+    "#;
+    let err = Config::from_toml(text).unwrap().validate().unwrap_err();
+    assert!(err.to_string().contains("configured provider"), "{err}");
+    let ok = text.replace("other/gpt", "openai/gpt");
+    Config::from_toml(&ok).unwrap().validate().unwrap();
+    let bad_tool = format!("{ok}\ntools = [\"shell\"]\n");
+    let err = Config::from_toml(&bad_tool)
+        .unwrap()
+        .validate()
+        .unwrap_err();
+    assert!(err.to_string().contains("unknown tool set"), "{err}");
+}
+
+#[test]
+fn bad_store_url_is_rejected_without_leaking_credentials() {
+    let config = StoreConfig {
+        url: "mysql://user:secret@db".into(),
+        data_dir: PathBuf::new(),
+    };
+    let err = config.kind().unwrap_err().to_string();
+    assert!(!err.contains("secret"), "{err}");
+}
