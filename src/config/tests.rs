@@ -45,11 +45,11 @@ fn missing_provider_keys_are_named_unless_optional() {
         [[providers]]
         name = "a"
         base_url = "http://x/v1"
-        api_key_env = "AGENTD_TEST_SURELY_UNSET_KEY_A"
+        api_key_env = "SURELY_UNSET_TEST_KEY_A"
         [[providers]]
         name = "b"
         base_url = "http://x/v1"
-        api_key_env = "AGENTD_TEST_SURELY_UNSET_KEY_B"
+        api_key_env = "SURELY_UNSET_TEST_KEY_B"
         optional = true
         [[providers]]
         name = "c"
@@ -58,8 +58,7 @@ fn missing_provider_keys_are_named_unless_optional() {
     let missing = Config::from_toml(text).unwrap().missing_provider_keys();
     assert_eq!(missing.len(), 1);
     assert!(
-        missing[0].contains("provider \"a\"")
-            && missing[0].contains("AGENTD_TEST_SURELY_UNSET_KEY_A")
+        missing[0].contains("provider \"a\"") && missing[0].contains("SURELY_UNSET_TEST_KEY_A")
     );
 }
 

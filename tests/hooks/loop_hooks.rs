@@ -98,11 +98,16 @@ async fn iteration_feedback_is_an_assistant_message_after_the_tool_results() {
     let mock = MockOpenAi::start().await.expect("mock");
     let dir = tempfile::tempdir().expect("dir");
     let server = server(&mock, dir.path(), "").await;
-    mock.push(tool_call("task_check", json!({})));
+    let tasks =
+        json!({"tasks": [{"content": "Check", "status": "in_progress", "activeForm": "Checking"}]});
+    mock.push(tool_call("task_write", tasks));
     mock.push(MockReply::Text("done".into()));
+    let thread = support::unique("t");
+    let mut request = ask("worker", "go");
+    request.memory = Some(support::memory(&thread, "r", None));
     let out = generate_hooked(
         &server,
-        ask("worker", "go"),
+        request,
         hook_options(&[pb::HookKind::OnIterationComplete], None, false),
         Box::new(|call| {
             let Some(Context::OnIterationComplete(c)) = &call.context else {
@@ -138,11 +143,28 @@ async fn iteration_feedback_is_an_assistant_message_after_the_tool_results() {
         .expect("tool message");
     assert_eq!(second[tool_at + 1]["role"], "assistant");
     assert_eq!(second[tool_at + 1]["content"], "Check the list again");
+    // Before the state signal computed for the next step, as the reference orders them.
+    assert_eq!(second[tool_at + 2]["role"], "user");
+    let signal = second[tool_at + 2]["content"].to_string();
+    assert!(signal.contains("<current-task-list"), "{signal}");
     // The feedback is part of the response, so it is in the result's messages too.
     let result = finish(&out);
     assert!(
         result.messages.iter().any(|m| m.role() == pb::Role::Assistant
             && m.content.iter().any(|p| matches!(&p.kind, Some(pb::part::Kind::Text(t)) if t.text == "Check the list again"))),
+    );
+    // And saved: the next turn on the thread reads it as remembered assistant text.
+    mock.push(MockReply::Text("again".into()));
+    let mut agents = support::agents_client(&server).await;
+    let mut next = ask("worker", "and now?");
+    next.memory = Some(support::memory(&thread, "r", None));
+    support::generate(&mut agents, next).await;
+    let third = messages(&mock, 2);
+    assert!(
+        third
+            .iter()
+            .any(|m| m["role"] == "assistant" && m["content"] == "Check the list again"),
+        "{third:?}"
     );
 }
 
