@@ -26,6 +26,9 @@ const RUNS_PER_ROUND: usize = common::scaled(200);
 const WARMUP_RUNS: usize = common::scaled(100);
 const HOOKS_PER_RUN: f64 = 2.0;
 
+/// Bytes of every hook call received (to report the average size).
+static CONTEXT_BYTES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -67,13 +70,64 @@ async fn bench() -> anyhow::Result<()> {
         };
         let (pa, pb, pc) = (median(&mut a), median(&mut b), median(&mut c));
         let per_hook = (pc - pb) / HOOKS_PER_RUN;
+        let bytes = CONTEXT_BYTES.swap(0, std::sync::atomic::Ordering::Relaxed);
         println!(
             "round {}: median Generate {pa:.3} ms, GenerateWithHooks without hooks {pb:.3} ms, \
-             with a hook per step {pc:.3} ms: {per_hook:.3} ms per hook round trip",
+             with a hook per step {pc:.3} ms: {per_hook:.3} ms per hook round trip \
+             (calls of {} bytes on average)",
             round + 1,
+            bytes / (RUNS_PER_ROUND * 2),
         );
         overheads.push(per_hook);
     }
+    // A hook with a small context (before_tool_call: one call's arguments, once per run)
+    // against the same stream without hooks: how much of a round trip the context is.
+    let (mut bare, mut small) = (Vec::new(), Vec::new());
+    CONTEXT_BYTES.store(0, std::sync::atomic::Ordering::Relaxed);
+    for i in 0..RUNS_PER_ROUND * 2 {
+        let thread = format!("small-{}", i % 8);
+        let started = Instant::now();
+        hooked_with(client.clone(), &thread, &[], false).await?;
+        bare.push(started.elapsed());
+        let started = Instant::now();
+        hooked_with(
+            client.clone(),
+            &thread,
+            &[pb::HookKind::BeforeToolCall],
+            false,
+        )
+        .await?;
+        small.push(started.elapsed());
+    }
+    let small_bytes = CONTEXT_BYTES.swap(0, std::sync::atomic::Ordering::Relaxed);
+    // The same prepare_step hook with `omit_messages`: the context without the conversation.
+    let mut lean = Vec::new();
+    for i in 0..RUNS_PER_ROUND * 2 {
+        let started = Instant::now();
+        hooked_with(
+            client.clone(),
+            &format!("small-{}", i % 8),
+            &[pb::HookKind::PrepareStep],
+            true,
+        )
+        .await?;
+        lean.push(started.elapsed());
+    }
+    lean.sort();
+    let lean_bytes = CONTEXT_BYTES.swap(0, std::sync::atomic::Ordering::Relaxed);
+    bare.sort();
+    small.sort();
+    println!(
+        "a prepare_step hook with omit_messages (calls of {} bytes): {:.3} ms per round trip",
+        lean_bytes / (RUNS_PER_ROUND * 4),
+        (common::ms(common::quantile(&lean, 0.5)) - common::ms(common::quantile(&bare, 0.5)))
+            / HOOKS_PER_RUN
+    );
+    println!(
+        "a before_tool_call hook (calls of {} bytes, one per run): {:.3} ms per round trip",
+        small_bytes / (RUNS_PER_ROUND * 2),
+        common::ms(common::quantile(&small, 0.5)) - common::ms(common::quantile(&bare, 0.5))
+    );
     // For scale: a bare unary round trip on the same connection (health Check).
     let mut health = tonic_health::pb::health_client::HealthClient::new(bench.channel.clone());
     let mut unary = Vec::new();
@@ -102,22 +156,40 @@ async fn bench() -> anyhow::Result<()> {
 
 /// A run on GenerateWithHooks; with `hook`, a no-op prepare_step hook answers every step.
 async fn hooked(
-    mut client: AgentServiceClient<Channel>,
+    client: AgentServiceClient<Channel>,
     thread: &str,
     hook: bool,
 ) -> anyhow::Result<()> {
+    let kinds = if hook {
+        &[pb::HookKind::PrepareStep][..]
+    } else {
+        &[]
+    };
+    let calls = hooked_with(client, thread, kinds, false).await?;
+    let expected = if hook { 2 } else { 0 };
+    anyhow::ensure!(
+        calls == expected,
+        "expected {expected} hook calls, got {calls}"
+    );
+    Ok(())
+}
+
+/// A run on GenerateWithHooks answering `kinds` with empty answers; returns the calls.
+async fn hooked_with(
+    mut client: AgentServiceClient<Channel>,
+    thread: &str,
+    kinds: &[pb::HookKind],
+    omit_messages: bool,
+) -> anyhow::Result<usize> {
     let (tx, rx) = mpsc::channel(8);
     tx.send(pb::GenerateWithHooksRequest {
         message: Some(Message::Start(pb::HookedGenerate {
             request: Some(common::planning_run(thread)),
             hooks: Some(pb::HookOptions {
-                kinds: if hook {
-                    vec![pb::HookKind::PrepareStep as i32]
-                } else {
-                    Vec::new()
-                },
+                kinds: kinds.iter().map(|k| *k as i32).collect(),
                 deadline_ms: Some(5000),
                 on_failure: pb::HookFailurePolicy::Fail as i32,
+                omit_messages,
             }),
         })),
     })
@@ -132,6 +204,10 @@ async fn hooked(
         match event?.event {
             Some(Event::HookCall(call)) => {
                 calls += 1;
+                CONTEXT_BYTES.fetch_add(
+                    prost::Message::encoded_len(&call),
+                    std::sync::atomic::Ordering::Relaxed,
+                );
                 tx.send(pb::GenerateWithHooksRequest {
                     message: Some(Message::Answer(pb::HookAnswer {
                         id: call.id,
@@ -148,10 +224,6 @@ async fn hooked(
             _ => {}
         }
     }
-    let expected = if hook { 2 } else { 0 };
-    anyhow::ensure!(
-        calls == expected,
-        "expected {expected} hook calls, got {calls}"
-    );
-    common::check(finish)
+    common::check(finish)?;
+    Ok(calls)
 }

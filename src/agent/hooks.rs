@@ -76,6 +76,7 @@ struct Handler {
     transport: Arc<dyn HookTransport>,
     deadline: Duration,
     policy: OnHookFailure,
+    omit_messages: bool,
 }
 
 /// The hooks a client declared, kept with a suspended run so a continuation without a handler
@@ -88,6 +89,9 @@ pub struct ClientBinding {
     pub deadline_ms: Option<u64>,
     /// What a fault does.
     pub policy: OnHookFailure,
+    /// Contexts leave the conversation out.
+    #[serde(default)]
+    pub omit_messages: bool,
 }
 
 /// A hook failure the run reports as a `hook_error` chunk.
@@ -169,6 +173,7 @@ impl RunHooks {
                             .deadline_ms
                             .map_or(default_deadline, Duration::from_millis),
                         policy: b.policy,
+                        omit_messages: b.omit_messages,
                     },
                 ));
             }
@@ -189,6 +194,7 @@ impl RunHooks {
                             .timeout_ms
                             .map_or(default_deadline, Duration::from_millis),
                         policy: config.on_failure,
+                        omit_messages: config.omit_messages,
                     },
                 ));
             }
@@ -202,6 +208,13 @@ impl RunHooks {
                 notes: Mutex::new(Vec::new()),
             })
         })
+    }
+
+    /// Whether the handler of `kind` reads the conversation (so it is worth building).
+    pub fn wants_messages(&self, kind: pb::HookKind) -> bool {
+        self.handlers
+            .iter()
+            .any(|(k, h)| *k == kind && !h.omit_messages)
     }
 
     /// Whether some handler answers `kind`.

@@ -71,6 +71,7 @@ pub(crate) fn binding(options: Option<&pb::HookOptions>) -> Result<ClientBinding
         kinds,
         deadline_ms: options.deadline_ms.map(u64::from),
         policy,
+        omit_messages: options.omit_messages,
     })
 }
 

@@ -139,6 +139,9 @@ pub struct WebhookConfig {
     /// What a timeout, a non-2xx answer or an unreadable body does.
     #[serde(default)]
     pub on_failure: OnHookFailure,
+    /// Leave the conversation (`messages`) out of the contexts it receives.
+    #[serde(default)]
+    pub omit_messages: bool,
 }
 
 /// How completion scorers' verdicts combine.

@@ -428,3 +428,40 @@ async fn continuations_attach_their_own_hooks_and_a_missing_handler_follows_the_
     assert_eq!(end.finish_reason(), pb::FinishReason::Error);
     assert_eq!(end.error.expect("error").category, "HOOK");
 }
+
+#[tokio::test]
+async fn omit_messages_leaves_the_conversation_out_of_contexts() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let dir = tempfile::tempdir().expect("dir");
+    let server = server(&mock, dir.path(), "").await;
+    mock.push(MockReply::Text("hello".into()));
+    let mut options = hook_options(
+        &[pb::HookKind::PrepareStep, pb::HookKind::OnIterationComplete],
+        None,
+        false,
+    );
+    options.omit_messages = true;
+    let out = generate_hooked(&server, ask("worker", "hi"), options, Box::new(unchanged)).await;
+    assert_eq!(out.calls.len(), 2);
+    for call in &out.calls {
+        match &call.context {
+            Some(Context::PrepareStep(c)) => {
+                assert!(c.messages.is_empty());
+                assert_eq!(c.system_messages[0], "You work.");
+            }
+            Some(Context::OnIterationComplete(c)) => {
+                assert!(c.messages.is_empty());
+                assert_eq!(c.text, "hello");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    // Without it, the conversation is there.
+    mock.push(MockReply::Text("hello".into()));
+    let options = hook_options(&[pb::HookKind::PrepareStep], None, false);
+    let out = generate_hooked(&server, ask("worker", "hi"), options, Box::new(unchanged)).await;
+    let Some(Context::PrepareStep(c)) = &out.calls[0].context else {
+        panic!("prepare_step");
+    };
+    assert_eq!(c.messages.len(), 1);
+}

@@ -91,6 +91,7 @@ fn hook_options(
     continue_on_failure: bool,
 ) -> pb::HookOptions {
     pb::HookOptions {
+        omit_messages: false,
         kinds: kinds.iter().map(|k| *k as i32).collect(),
         deadline_ms,
         on_failure: if continue_on_failure {

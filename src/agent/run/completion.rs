@@ -137,7 +137,7 @@ impl Runner {
             max_iterations: self.state.request.max_steps,
             original_task: self.original_task(),
             output: step.text.clone(),
-            messages: self.hook_messages(),
+            messages: self.hook_messages(pb::HookKind::IsTaskComplete),
             tool_calls: step.tool_calls.iter().map(wire::call).collect(),
             tool_results: step.tool_results.iter().map(wire::result).collect(),
             request_context: Some(to_proto_struct(&self.state.request.request_context)),

@@ -68,8 +68,17 @@ impl Runner {
         }
     }
 
-    /// Every message of the run so far, for hook contexts.
-    pub(super) fn hook_messages(&self) -> Vec<pb::Message> {
+    /// Whether the `kind` hook reads the conversation.
+    fn wants_messages(&self, kind: pb::HookKind) -> bool {
+        self.hooks.as_ref().is_some_and(|h| h.wants_messages(kind))
+    }
+
+    /// Every message of the run so far, for a `kind` hook's context (none when its handler
+    /// asked to omit them).
+    pub(super) fn hook_messages(&self, kind: pb::HookKind) -> Vec<pb::Message> {
+        if !self.wants_messages(kind) {
+            return Vec::new();
+        }
         self.state.conversation().map(wire::message).collect()
     }
 
@@ -91,7 +100,11 @@ impl Runner {
         let system = self.system_messages();
         let context = pb::PrepareStepContext {
             step_number: index,
-            messages: self.state.prompt_messages().map(wire::message).collect(),
+            messages: if self.wants_messages(pb::HookKind::PrepareStep) {
+                self.state.prompt_messages().map(wire::message).collect()
+            } else {
+                Vec::new()
+            },
             system_messages: system,
             model: self.agent.config.model.clone(),
             tools: self.offered.iter().map(|t| t.name.clone()).collect(),
@@ -256,7 +269,7 @@ impl Runner {
             tool_results: step.tool_results.iter().map(wire::result).collect(),
             is_final: !continued,
             finish_reason: wire::finish_reason(step.finish_reason).into(),
-            messages: self.hook_messages(),
+            messages: self.hook_messages(pb::HookKind::OnIterationComplete),
             agent_name: self.agent_name(),
         };
         let answer = self
