@@ -330,7 +330,6 @@ async fn prepare_step_changes_one_steps_tool_choice_and_tools() {
 
 #[tokio::test]
 async fn continuations_attach_their_own_hooks_and_a_missing_handler_follows_the_policy() {
-    use pb::continue_with_hooks_request::Message;
     let mock = MockOpenAi::start().await.expect("mock");
     let dir = tempfile::tempdir().expect("dir");
     let server = server(&mock, dir.path(), "").await;
@@ -350,49 +349,16 @@ async fn continuations_attach_their_own_hooks_and_a_missing_handler_follows_the_
     let call_id = result.tool_calls[0].tool_call_id.clone();
     // Approved with hooks attached: the continuation's client answers before_tool_call.
     mock.push(MockReply::Text("checked".into()));
-    let mut approvals = ApprovalServiceClient::new(support::channel(&server).await);
-    let (tx, rx) = mpsc::channel(8);
-    tx.send(pb::ContinueWithHooksRequest {
-        message: Some(Message::Start(pb::HookedContinue {
-            decision: Some(pb::hooked_continue::Decision::Approve(pb::ApproveRequest {
-                run_id: run_id.clone(),
-                tool_call_id: call_id,
-                ..Default::default()
-            })),
-            hooks: Some(hook_options(&kinds, None, false)),
-        })),
-    })
-    .await
-    .expect("start");
-    let events = approvals
-        .continue_with_hooks(ReceiverStream::new(rx))
-        .await
-        .expect("continue")
-        .into_inner();
-    let (answers, mut answer_rx) = mpsc::channel::<pb::HookAnswer>(8);
-    let forward = tx.clone();
-    tokio::spawn(async move {
-        while let Some(a) = answer_rx.recv().await {
-            let _ = forward
-                .send(pb::ContinueWithHooksRequest {
-                    message: Some(Message::Answer(a)),
-                })
-                .await;
-        }
+    let approve = pb::hooked_continue::Decision::Approve(pb::ApproveRequest {
+        run_id: run_id.clone(),
+        tool_call_id: call_id,
+        ..Default::default()
     });
-    drop(tx);
-    let out = drive(
-        events,
-        answers,
-        Box::new(|call| {
-            answer(
-                call,
-                Answer::BeforeToolCall(pb::BeforeToolCallAnswer {
-                    proceed: Some(false),
-                    output: Some(to_proto_value(&json!("approved but skipped"))),
-                }),
-            )
-        }),
+    let out = continue_hooked(
+        &server,
+        approve,
+        hook_options(&kinds, None, false),
+        skip_with("approved but skipped"),
     )
     .await;
     assert_eq!(out.calls.len(), 1);
@@ -403,6 +369,7 @@ async fn continuations_attach_their_own_hooks_and_a_missing_handler_follows_the_
         .expect("tool message");
     assert_eq!(tool["content"], "approved but skipped");
     // Suspended with hooks, continued by plain Approve: the FAIL policy ends the run.
+    let mut approvals = ApprovalServiceClient::new(support::channel(&server).await);
     mock.push(tool_call("task_check", json!({})));
     let out = generate_hooked(
         &server,
@@ -464,4 +431,75 @@ async fn omit_messages_leaves_the_conversation_out_of_contexts() {
         panic!("prepare_step");
     };
     assert_eq!(c.messages.len(), 1);
+}
+
+/// A before_tool_call answerer that skips every call with `output`.
+fn skip_with(output: &'static str) -> Answerer {
+    Box::new(move |call| {
+        answer(
+            call,
+            Answer::BeforeToolCall(pb::BeforeToolCallAnswer {
+                proceed: Some(false),
+                output: Some(to_proto_value(&json!(output))),
+            }),
+        )
+    })
+}
+
+#[tokio::test]
+async fn a_run_suspended_with_hooks_on_one_replica_continues_with_hooks_on_another() {
+    let redis = support::redis::RedisServer::start();
+    let mock = MockOpenAi::start().await.expect("mock");
+    let (dir_a, dir_b) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    let a = support::start(support::agent_config(
+        &mock,
+        AGENTS,
+        &redis.url(),
+        dir_a.path(),
+    ))
+    .await;
+    let b = support::start(support::agent_config(
+        &mock,
+        AGENTS,
+        &redis.url(),
+        dir_b.path(),
+    ))
+    .await;
+    let kinds = [pb::HookKind::BeforeToolCall];
+    mock.push(tool_call("task_check", json!({})));
+    let out = generate_hooked(
+        &a,
+        ask("guarded", "check"),
+        hook_options(&kinds, None, false),
+        Box::new(unchanged),
+    )
+    .await;
+    let result = finish(&out);
+    assert_eq!(result.finish_reason(), pb::FinishReason::Suspended);
+    a.stop().await.expect("replica a stops");
+    mock.push(MockReply::Text("checked on b".into()));
+    let approve = pb::hooked_continue::Decision::Approve(pb::ApproveRequest {
+        run_id: result.run_id.clone(),
+        tool_call_id: result.tool_calls[0].tool_call_id.clone(),
+        ..Default::default()
+    });
+    let out = continue_hooked(
+        &b,
+        approve,
+        hook_options(&kinds, None, false),
+        skip_with("skipped on b"),
+    )
+    .await;
+    assert_eq!(out.calls.len(), 1);
+    let end = finish(&out);
+    assert_eq!(end.finish_reason(), pb::FinishReason::Stop);
+    assert_eq!(end.text, "checked on b");
+    let tool = messages(&mock, 1)
+        .into_iter()
+        .find(|m| m["role"] == "tool")
+        .expect("tool message");
+    assert_eq!(tool["content"], "skipped on b");
 }

@@ -142,6 +142,43 @@ async fn generate_hooked(
     drive(events, answers, answer).await
 }
 
+/// Decides a suspended call on ContinueWithHooks, the client answering `kinds` with `answer`.
+async fn continue_hooked(
+    server: &RunningServer,
+    decision: pb::hooked_continue::Decision,
+    options: pb::HookOptions,
+    answer: Answerer,
+) -> Hooked {
+    use pb::continue_with_hooks_request::Message;
+    let mut approvals = ApprovalServiceClient::new(support::channel(server).await);
+    let (tx, rx) = mpsc::channel(8);
+    tx.send(pb::ContinueWithHooksRequest {
+        message: Some(Message::Start(pb::HookedContinue {
+            decision: Some(decision),
+            hooks: Some(options),
+        })),
+    })
+    .await
+    .expect("start sent");
+    let events = approvals
+        .continue_with_hooks(ReceiverStream::new(rx))
+        .await
+        .expect("continue starts")
+        .into_inner();
+    let (answers, mut answer_rx) = mpsc::channel::<pb::HookAnswer>(8);
+    tokio::spawn(async move {
+        while let Some(a) = answer_rx.recv().await {
+            let message = pb::ContinueWithHooksRequest {
+                message: Some(Message::Answer(a)),
+            };
+            if tx.send(message).await.is_err() {
+                break;
+            }
+        }
+    });
+    drive(events, answers, answer).await
+}
+
 fn answer(call: &pb::HookCall, answer: Answer) -> Vec<pb::HookAnswer> {
     vec![pb::HookAnswer {
         id: call.id.clone(),
