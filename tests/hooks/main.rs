@@ -102,6 +102,23 @@ fn hook_options(
     }
 }
 
+/// A sender of answers that reach the request stream `tx` as `wrap` makes them; the stream
+/// stays open (the run's client is there) until the returned sender is dropped.
+fn forward_answers<T: Send + 'static>(
+    tx: mpsc::Sender<T>,
+    wrap: fn(pb::HookAnswer) -> T,
+) -> mpsc::Sender<pb::HookAnswer> {
+    let (answers, mut answer_rx) = mpsc::channel::<pb::HookAnswer>(16);
+    tokio::spawn(async move {
+        while let Some(a) = answer_rx.recv().await {
+            if tx.send(wrap(a)).await.is_err() {
+                break;
+            }
+        }
+    });
+    answers
+}
+
 /// Runs `request` on GenerateWithHooks, the client answering `kinds` with `answer`.
 async fn generate_hooked(
     server: &RunningServer,
@@ -120,20 +137,9 @@ async fn generate_hooked(
     })
     .await
     .expect("start sent");
-    let (answers, mut answer_rx) = mpsc::channel::<pb::HookAnswer>(16);
-    let forward = tx.clone();
-    tokio::spawn(async move {
-        while let Some(a) = answer_rx.recv().await {
-            let message = pb::GenerateWithHooksRequest {
-                message: Some(Message::Answer(a)),
-            };
-            if forward.send(message).await.is_err() {
-                break;
-            }
-        }
+    let answers = forward_answers(tx, |a| pb::GenerateWithHooksRequest {
+        message: Some(Message::Answer(a)),
     });
-    // `tx` must stay open while the run goes on: the forwarder holds a clone.
-    drop(tx);
     let events = client
         .generate_with_hooks(ReceiverStream::new(rx))
         .await
@@ -165,16 +171,8 @@ async fn continue_hooked(
         .await
         .expect("continue starts")
         .into_inner();
-    let (answers, mut answer_rx) = mpsc::channel::<pb::HookAnswer>(8);
-    tokio::spawn(async move {
-        while let Some(a) = answer_rx.recv().await {
-            let message = pb::ContinueWithHooksRequest {
-                message: Some(Message::Answer(a)),
-            };
-            if tx.send(message).await.is_err() {
-                break;
-            }
-        }
+    let answers = forward_answers(tx, |a| pb::ContinueWithHooksRequest {
+        message: Some(Message::Answer(a)),
     });
     drive(events, answers, answer).await
 }
