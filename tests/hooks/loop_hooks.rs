@@ -503,3 +503,41 @@ async fn a_run_suspended_with_hooks_on_one_replica_continues_with_hooks_on_anoth
         .expect("tool message");
     assert_eq!(tool["content"], "skipped on b");
 }
+
+#[tokio::test]
+async fn a_declined_call_never_reaches_the_tool_hooks() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let dir = tempfile::tempdir().expect("dir");
+    let server = server(&mock, dir.path(), "").await;
+    mock.push(tool_call("task_check", json!({})));
+    let kinds = [pb::HookKind::BeforeToolCall, pb::HookKind::AfterToolCall];
+    let out = generate_hooked(
+        &server,
+        ask("guarded", "check"),
+        hook_options(&kinds, None, false),
+        Box::new(|_| panic!("no tool hook before a decision")),
+    )
+    .await;
+    let result = finish(&out);
+    mock.push(MockReply::Text("understood".into()));
+    let decline = pb::hooked_continue::Decision::Decline(pb::DeclineRequest {
+        run_id: result.run_id.clone(),
+        tool_call_id: result.tool_calls[0].tool_call_id.clone(),
+        reason: Some("Not today".into()),
+        ..Default::default()
+    });
+    let out = continue_hooked(
+        &server,
+        decline,
+        hook_options(&kinds, None, false),
+        Box::new(|_| panic!("a declined call runs no tool hook")),
+    )
+    .await;
+    assert!(out.calls.is_empty());
+    assert_eq!(finish(&out).finish_reason(), pb::FinishReason::Stop);
+    let tool = messages(&mock, 1)
+        .into_iter()
+        .find(|m| m["role"] == "tool")
+        .expect("tool message");
+    assert_eq!(tool["content"], "Not today");
+}
