@@ -30,10 +30,7 @@ const HOOKS_PER_RUN: f64 = 2.0;
 static CONTEXT_BYTES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 fn main() -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(bench())
+    common::block_on(bench())
 }
 
 async fn bench() -> anyhow::Result<()> {

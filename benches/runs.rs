@@ -17,10 +17,7 @@ const CONCURRENT_RUNS: usize = common::scaled(4000);
 const WARMUP_RUNS: usize = common::scaled(100);
 
 fn main() -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(bench())
+    common::block_on(bench())
 }
 
 async fn bench() -> anyhow::Result<()> {

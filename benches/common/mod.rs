@@ -24,6 +24,16 @@ pub struct Bench {
     _redis: Option<Redis>,
 }
 
+/// Runs a benchmark on a multi-threaded runtime, as the server runs.
+pub fn block_on<F: std::future::Future<Output = anyhow::Result<()>>>(
+    bench: F,
+) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(bench)
+}
+
 /// Starts the model and the server.
 pub async fn start() -> anyhow::Result<Bench> {
     let mock = MockOpenAi::start().await?;

@@ -190,9 +190,8 @@ impl Runner {
             return self.drive(em).await;
         };
         let phase = self.settle(em, open).await;
-        self.emit_hook_notes(em).await;
-        if let Some(failure) = self.take_hook_fatal() {
-            return self.failed(em, failure).await;
+        if let Some(failed) = self.after_tool_hooks(em).await {
+            return failed;
         }
         match phase {
             ToolPhase::Done(step) => match self.finish_step(em, step).await {
@@ -226,9 +225,8 @@ impl Runner {
                 .push(model_call::assistant_message(&step));
             let phase = self.run_tools(em, step).instrument(span).await;
             telemetry::metrics().step(started.elapsed());
-            self.emit_hook_notes(em).await;
-            if let Some(failure) = self.take_hook_fatal() {
-                return self.failed(em, failure).await;
+            if let Some(failed) = self.after_tool_hooks(em).await {
+                return failed;
             }
             match phase {
                 ToolPhase::Done(step) => {
@@ -493,8 +491,12 @@ impl Runner {
         }
     }
 
-    fn take_hook_fatal(&self) -> Option<RunFailure> {
-        self.hook_fatal.lock().ok().and_then(|mut f| f.take())
+    /// After a step's tool calls: their hooks' failures reported, and the run failed when a
+    /// FAIL policy applied to one of them.
+    async fn after_tool_hooks(&mut self, em: &mut Emitter) -> Option<RunOutcome> {
+        self.emit_hook_notes(em).await;
+        let failure = self.take_hook_fatal()?;
+        Some(self.failed(em, failure).await)
     }
 
     /// Fails the run after reporting the hook failures that led to it.

@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use serde_json::Value;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -14,7 +13,7 @@ use crate::agent::request::{
     ClientTool, ErrorStrategy, Injection, MemoryRequest, OnDisconnect, RunRequest, StopCondition,
     StructuredOutput, TracingRequest,
 };
-use crate::agent::runtime::Runtime;
+use crate::agent::runtime::{Runtime, TraceIds};
 use crate::agent::{AgentDef, wire};
 use crate::config::Limits;
 use crate::json::{from_proto_struct, from_proto_value, to_proto_struct};
@@ -36,6 +35,33 @@ impl AgentApi {
     pub fn new(runtime: Arc<Runtime>, limits: Limits) -> Self {
         Self { runtime, limits }
     }
+}
+
+impl AgentApi {
+    /// Converts and starts a run under the caller's trace (request fields, else metadata);
+    /// `hooks` answer its hook calls.
+    async fn start_run(
+        &self,
+        metadata: &tonic::metadata::MetadataMap,
+        req: pb::GenerateRequest,
+        hooks: Option<Arc<ClientHooks>>,
+    ) -> Result<(crate::agent::runtime::ChunkStream, TraceIds), Status> {
+        let tracing = req.tracing_options.clone().unwrap_or_default();
+        let parent = super::run_parent(
+            metadata.as_ref(),
+            &tracing.trace_id,
+            &tracing.parent_span_id,
+        )?;
+        let run = run_request(req, &self.limits)?;
+        Ok(self.runtime.generate(run, parent, hooks).await?)
+    }
+}
+
+/// A run's response, its metadata naming the run's trace and span.
+fn traced<T>(body: T, (trace_id, span_id): &TraceIds) -> Response<T> {
+    let mut response = Response::new(body);
+    telemetry::insert_trace_ids(response.metadata_mut(), trace_id, span_id);
+    response
 }
 
 /// The public description of an agent.
@@ -454,42 +480,18 @@ impl pb::agent_service_server::AgentService for AgentApi {
         &self,
         request: Request<Streaming<pb::GenerateWithHooksRequest>>,
     ) -> Result<Response<Self::GenerateWithHooksStream>, Status> {
-        use pb::generate_with_hooks_request::Message as M;
         let (metadata, _, mut inbound) = request.into_parts();
-        let start = match inbound.message().await? {
-            Some(pb::GenerateWithHooksRequest {
-                message: Some(M::Start(start)),
-            }) => start,
-            _ => return Err(hooks::start_missing()),
-        };
+        let start: pb::HookedGenerate = hooks::start(&mut inbound).await?;
         let Some(req) = start.request else {
             let mut v = Violations::default();
             v.add("start.request", "is required");
             return Err(v.into_status());
         };
         let binding = hooks::binding(start.hooks.as_ref())?;
-        let tracing = req.tracing_options.clone().unwrap_or_default();
-        let parent = super::run_parent(
-            metadata.as_ref(),
-            &tracing.trace_id,
-            &tracing.parent_span_id,
-        )?;
-        let run = run_request(req, &self.limits)?;
         let (client, calls) = ClientHooks::new(binding);
-        let (stream, (trace_id, span_id)) = self
-            .runtime
-            .generate(run, parent, Some(client.clone()))
-            .await?;
-        let answers = inbound.map(|m| {
-            m.map(|m| match m.message {
-                Some(M::Answer(a)) => hooks::Inbound::Answer(a),
-                Some(M::Start(_)) => hooks::Inbound::Start,
-                None => hooks::Inbound::Empty,
-            })
-        });
-        let mut response = Response::new(hooks::hooked(stream, client, calls, answers));
-        telemetry::insert_trace_ids(response.metadata_mut(), &trace_id, &span_id);
-        Ok(response)
+        let (stream, trace) = self.start_run(&metadata, req, Some(client.clone())).await?;
+        let body = hooks::hooked(stream, client, calls, inbound);
+        Ok(traced(body, &trace))
     }
 
     async fn generate(
@@ -497,17 +499,8 @@ impl pb::agent_service_server::AgentService for AgentApi {
         request: Request<pb::GenerateRequest>,
     ) -> Result<Response<Self::GenerateStream>, Status> {
         let (metadata, _, req) = request.into_parts();
-        let tracing = req.tracing_options.clone().unwrap_or_default();
-        let parent = super::run_parent(
-            metadata.as_ref(),
-            &tracing.trace_id,
-            &tracing.parent_span_id,
-        )?;
-        let run = run_request(req, &self.limits)?;
-        let (stream, (trace_id, span_id)) = self.runtime.generate(run, parent, None).await?;
-        let mut response = Response::new(chunk_stream(stream));
-        telemetry::insert_trace_ids(response.metadata_mut(), &trace_id, &span_id);
-        Ok(response)
+        let (stream, trace) = self.start_run(&metadata, req, None).await?;
+        Ok(traced(chunk_stream(stream), &trace))
     }
 
     async fn observe(

@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::agents::on_disconnect;
@@ -29,13 +28,15 @@ impl ApprovalApi {
         Self { runtime, limits }
     }
 
-    /// Records a decision; the continuation runs under the call's span (see [`run_parent`]).
+    /// Records a decision; the continuation runs under the call's span (see [`run_parent`])
+    /// and calls `hooks` when the caller answers some.
     async fn decide(
         &self,
         call: DecisionCall,
         parent: Option<opentelemetry::Context>,
-    ) -> Result<Response<ChunkStream>, Status> {
-        let stream = self
+        hooks: Option<Arc<ClientHooks>>,
+    ) -> Result<crate::agent::runtime::ChunkStream, Status> {
+        Ok(self
             .runtime
             .decide(
                 &call.run_id,
@@ -43,9 +44,18 @@ impl ApprovalApi {
                 call.decision,
                 call.mode,
                 parent,
-                None,
+                hooks,
             )
-            .await?;
+            .await?)
+    }
+
+    /// A unary-started decision's response.
+    async fn decided(
+        &self,
+        call: DecisionCall,
+        parent: Option<opentelemetry::Context>,
+    ) -> Result<Response<ChunkStream>, Status> {
+        let stream = self.decide(call, parent, None).await?;
         Ok(Response::new(chunk_stream(stream)))
     }
 
@@ -168,7 +178,7 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
     ) -> Result<Response<Self::ApproveStream>, Status> {
         let parent = run_parent(request.metadata().as_ref(), "", "")?;
         let call = self.approval(&request.into_inner())?;
-        self.decide(call, parent).await
+        self.decided(call, parent).await
     }
 
     async fn decline(
@@ -177,7 +187,7 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
     ) -> Result<Response<Self::DeclineStream>, Status> {
         let parent = run_parent(request.metadata().as_ref(), "", "")?;
         let call = self.declining(&request.into_inner())?;
-        self.decide(call, parent).await
+        self.decided(call, parent).await
     }
 
     async fn resume(
@@ -186,23 +196,17 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
     ) -> Result<Response<Self::ResumeStream>, Status> {
         let parent = run_parent(request.metadata().as_ref(), "", "")?;
         let call = self.resumption(&request.into_inner())?;
-        self.decide(call, parent).await
+        self.decided(call, parent).await
     }
 
     async fn continue_with_hooks(
         &self,
         request: Request<Streaming<pb::ContinueWithHooksRequest>>,
     ) -> Result<Response<Self::ContinueWithHooksStream>, Status> {
-        use pb::continue_with_hooks_request::Message;
         use pb::hooked_continue::Decision as D;
         let parent = run_parent(request.metadata().as_ref(), "", "")?;
         let mut inbound = request.into_inner();
-        let start = match inbound.message().await? {
-            Some(pb::ContinueWithHooksRequest {
-                message: Some(Message::Start(start)),
-            }) => start,
-            _ => return Err(hooks::start_missing()),
-        };
+        let start: pb::HookedContinue = hooks::start(&mut inbound).await?;
         let call = match &start.decision {
             Some(D::Approve(r)) => self.approval(r)?,
             Some(D::Decline(r)) => self.declining(r)?,
@@ -215,24 +219,7 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
         };
         let binding = hooks::binding(start.hooks.as_ref())?;
         let (client, calls) = ClientHooks::new(binding);
-        let stream = self
-            .runtime
-            .decide(
-                &call.run_id,
-                &call.call_id,
-                call.decision,
-                call.mode,
-                parent,
-                Some(client.clone()),
-            )
-            .await?;
-        let answers = inbound.map(|m| {
-            m.map(|m| match m.message {
-                Some(Message::Answer(a)) => hooks::Inbound::Answer(a),
-                Some(Message::Start(_)) => hooks::Inbound::Start,
-                None => hooks::Inbound::Empty,
-            })
-        });
-        Ok(Response::new(hooks::hooked(stream, client, calls, answers)))
+        let stream = self.decide(call, parent, Some(client.clone())).await?;
+        Ok(Response::new(hooks::hooked(stream, client, calls, inbound)))
     }
 }

@@ -5,9 +5,10 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
+use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use tokio::sync::mpsc;
-use tonic::Status;
+use tonic::{Status, Streaming};
 
 use super::error::Violations;
 use crate::agent::hooks::{ClientBinding, ClientHooks};
@@ -20,21 +21,51 @@ use crate::pb::hooked_run_event::Event;
 pub(crate) type HookedStream =
     Pin<Box<dyn Stream<Item = Result<pb::HookedRunEvent, Status>> + Send>>;
 
-/// What a client sent after its first message.
-pub(crate) enum Inbound {
+/// A client message of a hook-answering RPC, whose `start` is `S`.
+pub(crate) enum Inbound<S> {
+    /// The run (or decision) and its hooks: only the first message.
+    Start(S),
     /// An answer.
     Answer(pb::HookAnswer),
-    /// A second `start`.
-    Start,
     /// A message with nothing set.
     Empty,
 }
 
-/// The status for a stream whose first message is not `start`.
-pub(crate) fn start_missing() -> Status {
-    let mut v = Violations::default();
-    v.add("start", "the first message must be start");
-    v.into_status()
+impl From<pb::GenerateWithHooksRequest> for Inbound<pb::HookedGenerate> {
+    fn from(m: pb::GenerateWithHooksRequest) -> Self {
+        use pb::generate_with_hooks_request::Message;
+        match m.message {
+            Some(Message::Start(s)) => Self::Start(s),
+            Some(Message::Answer(a)) => Self::Answer(a),
+            None => Self::Empty,
+        }
+    }
+}
+
+impl From<pb::ContinueWithHooksRequest> for Inbound<pb::HookedContinue> {
+    fn from(m: pb::ContinueWithHooksRequest) -> Self {
+        use pb::continue_with_hooks_request::Message;
+        match m.message {
+            Some(Message::Start(s)) => Self::Start(s),
+            Some(Message::Answer(a)) => Self::Answer(a),
+            None => Self::Empty,
+        }
+    }
+}
+
+/// The stream's first message, which must be `start` (else INVALID_ARGUMENT naming it).
+pub(crate) async fn start<R, S>(inbound: &mut Streaming<R>) -> Result<S, Status>
+where
+    R: Into<Inbound<S>>,
+{
+    match inbound.message().await?.map(Into::into) {
+        Some(Inbound::Start(start)) => Ok(start),
+        _ => {
+            let mut v = Violations::default();
+            v.add("start", "the first message must be start");
+            Err(v.into_status())
+        }
+    }
 }
 
 /// The client's hook declaration, checked: known kinds, each once, a positive deadline.
@@ -79,15 +110,26 @@ pub(crate) fn binding(options: Option<&pb::HookOptions>) -> Result<ClientBinding
 /// follows the chunks emitted before it), its hook calls and the rejected answers; it ends
 /// with the run. The client's messages are read by the same task that writes the stream (no
 /// hand-off per answer); when they end, the client is gone and its waiting hooks fail at once.
-pub(crate) fn hooked<S>(
+pub(crate) fn hooked<R, S>(
     chunks: runtime::ChunkStream,
     client: Arc<ClientHooks>,
     calls: mpsc::Receiver<pb::HookCall>,
-    answers: S,
+    inbound: Streaming<R>,
 ) -> HookedStream
 where
-    S: Stream<Item = Result<Inbound, Status>> + Send + Unpin + 'static,
+    R: Into<Inbound<S>> + Send + 'static,
+    S: 'static,
 {
+    // A later `start` is only refused: what it carried does not matter.
+    let answers = inbound
+        .map(|m| {
+            m.map(|m| match m.into() {
+                Inbound::Start(_) => Inbound::Start(()),
+                Inbound::Answer(a) => Inbound::Answer(a),
+                Inbound::Empty => Inbound::Empty,
+            })
+        })
+        .boxed();
     let state = Merge {
         chunks,
         calls,
@@ -118,19 +160,25 @@ where
     .boxed()
 }
 
+/// The client's messages after its first.
+type Answers = BoxStream<'static, Result<Inbound<()>, Status>>;
+
 /// What the response stream reads from.
-struct Merge<S> {
+struct Merge {
     chunks: runtime::ChunkStream,
     calls: mpsc::Receiver<pb::HookCall>,
     /// `None` once the client's messages ended.
-    answers: Option<S>,
+    answers: Option<Answers>,
     client: Arc<ClientHooks>,
 }
 
-impl<S> Merge<S> {
+impl Merge {
     /// Feeds one client message to the run; `Some` when it was refused (reported back, never
     /// fatal). The end of the client's messages closes its hooks.
-    fn take(&mut self, message: Option<Result<Inbound, Status>>) -> Option<pb::HookAnswerRejected> {
+    fn take(
+        &mut self,
+        message: Option<Result<Inbound<()>, Status>>,
+    ) -> Option<pb::HookAnswerRejected> {
         let refused = |id: String, reason: &str| {
             Some(pb::HookAnswerRejected {
                 id,
@@ -145,7 +193,7 @@ impl<S> Merge<S> {
                     .err()
                     .map(|reason| pb::HookAnswerRejected { id, reason })
             }
-            Some(Ok(Inbound::Start)) => {
+            Some(Ok(Inbound::Start(()))) => {
                 refused(String::new(), "start may only be the first message")
             }
             Some(Ok(Inbound::Empty)) => {
@@ -173,10 +221,7 @@ impl<S> Merge<S> {
 }
 
 /// The next client message; pending forever once they ended.
-async fn next_answer<S>(answers: &mut Option<S>) -> Option<Result<Inbound, Status>>
-where
-    S: Stream<Item = Result<Inbound, Status>> + Unpin,
-{
+async fn next_answer(answers: &mut Option<Answers>) -> Option<Result<Inbound<()>, Status>> {
     match answers {
         Some(stream) => stream.next().await,
         None => std::future::pending().await,

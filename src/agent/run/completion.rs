@@ -62,7 +62,7 @@ impl Runner {
             }
             results
         };
-        if let Some(failure) = self.hook_fatal.lock().ok().and_then(|mut f| f.take()) {
+        if let Some(failure) = self.take_hook_fatal() {
             return Err(failure);
         }
         let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -152,13 +152,7 @@ impl Runner {
             Ok(Some(Answer::IsTaskComplete(a))) => Ok((a.score, a.reason)),
             Ok(Some(Answer::Error(e))) => Err(e.message),
             Ok(_) => Err("the is_task_complete hook gave no score".to_owned()),
-            Err(failure) => {
-                let message = failure.to_string();
-                if let Ok(mut fatal) = self.hook_fatal.lock() {
-                    fatal.get_or_insert(failure);
-                }
-                Err(message)
-            }
+            Err(failure) => Err(self.note_fatal(failure)),
         }
     }
 

@@ -190,7 +190,7 @@ impl Runner {
                 is_error: true,
             }),
             Ok(_) => BeforeTool::Proceed,
-            Err(failure) => self.hook_failed(failure),
+            Err(failure) => BeforeTool::Skip(self.fatal_output(failure)),
         }
     }
 
@@ -222,24 +222,32 @@ impl Runner {
             },
             Ok(Some(Answer::Error(e))) => Err(e.message),
             Ok(_) => output,
-            Err(failure) => match self.hook_failed(failure) {
-                BeforeTool::Skip(out) => Ok(out),
-                BeforeTool::Proceed => output,
-            },
+            Err(failure) => Ok(self.fatal_output(failure)),
         }
     }
 
     /// A tool hook whose FAIL policy ends the run: the call reads as failed, and the run
     /// fails once the step's calls are settled.
-    fn hook_failed(&self, failure: RunFailure) -> BeforeTool {
+    fn fatal_output(&self, failure: RunFailure) -> ToolOutput {
+        ToolOutput {
+            result: Value::String(self.note_fatal(failure)),
+            is_error: true,
+        }
+    }
+
+    /// Keeps the first failure of a hook called where the run cannot fail at once (tool and
+    /// scorer hooks run concurrently); the run fails with it after that phase. Returns its text.
+    pub(super) fn note_fatal(&self, failure: RunFailure) -> String {
         let text = failure.to_string();
         if let Ok(mut fatal) = self.hook_fatal.lock() {
             fatal.get_or_insert(failure);
         }
-        BeforeTool::Skip(ToolOutput {
-            result: Value::String(text),
-            is_error: true,
-        })
+        text
+    }
+
+    /// The failure kept by [`Runner::note_fatal`], if any.
+    pub(super) fn take_hook_fatal(&self) -> Option<RunFailure> {
+        self.hook_fatal.lock().ok().and_then(|mut f| f.take())
     }
 
     /// `on_iteration_complete`, in the loop condition after the stop conditions; the
