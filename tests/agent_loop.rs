@@ -156,14 +156,17 @@ async fn reference_scenario_with_task_tools_and_signals() {
         .await
         .expect("check")
         .into_inner();
-    let ids: Vec<(&str, &str)> = list
+    let ids: Vec<(&str, pb::TaskStatus)> = list
         .tasks
         .iter()
-        .map(|t| (t.id.as_str(), t.status.as_str()))
+        .map(|t| (t.id.as_str(), t.status()))
         .collect();
     assert_eq!(
         ids,
-        [("task_alpha", "in_progress"), ("task_beta", "pending")]
+        [
+            ("task_alpha", pb::TaskStatus::InProgress),
+            ("task_beta", pb::TaskStatus::Pending)
+        ]
     );
 
     // The data-signal chunk carries the same text.

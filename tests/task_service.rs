@@ -40,8 +40,29 @@ macro_rules! on_both_stores {
     };
 }
 
+/// The reference's name for a status (the JSON the model reads).
+fn status_str(status: i32) -> &'static str {
+    match pb::TaskStatus::try_from(status) {
+        Ok(pb::TaskStatus::Pending) => "pending",
+        Ok(pb::TaskStatus::InProgress) => "in_progress",
+        Ok(pb::TaskStatus::Completed) => "completed",
+        _ => panic!("a stored task always has a status, got {status}"),
+    }
+}
+
+/// The proto status for a reference name; anything else is left unset, as a client would.
+fn status_enum(name: &str) -> i32 {
+    match name {
+        "pending" => pb::TaskStatus::Pending,
+        "in_progress" => pb::TaskStatus::InProgress,
+        "completed" => pb::TaskStatus::Completed,
+        _ => pb::TaskStatus::Unspecified,
+    }
+    .into()
+}
+
 fn task_json(t: &pb::Task) -> Value {
-    json!({"id": t.id, "content": t.content, "status": t.status, "activeForm": t.active_form})
+    json!({"id": t.id, "content": t.content, "status": status_str(t.status), "activeForm": t.active_form})
 }
 
 fn tasks_json(tasks: &[pb::Task]) -> Value {
@@ -97,7 +118,7 @@ async fn call(
                 .map(|t| pb::TaskInput {
                     id: opt_field(t, "id"),
                     content: str_field(t, "content"),
-                    status: str_field(t, "status"),
+                    status: status_enum(&str_field(t, "status")),
                     active_form: str_field(t, "activeForm"),
                 })
                 .collect();
@@ -117,7 +138,7 @@ async fn call(
                     resource_id,
                     id: str_field(input, "id"),
                     content: opt_field(input, "content"),
-                    status: opt_field(input, "status"),
+                    status: opt_field(input, "status").map(|s| status_enum(&s)),
                     active_form: opt_field(input, "activeForm"),
                 })
                 .await?;
@@ -205,7 +226,7 @@ async fn rejects_bad_input_and_changes_nothing(server: &RunningServer) {
     let good = pb::TaskInput {
         id: None,
         content: "Keep me".into(),
-        status: "pending".into(),
+        status: pb::TaskStatus::Pending.into(),
         active_form: "Keeping".into(),
     };
     client
@@ -255,7 +276,7 @@ async fn rejects_bad_input_and_changes_nothing(server: &RunningServer) {
             thread_id: thread_id.clone(),
             resource_id: resource_id.clone(),
             id: "task_keep_me".into(),
-            status: Some("done".into()),
+            status: Some(pb::TaskStatus::Unspecified.into()),
             ..Default::default()
         })
         .await
@@ -278,7 +299,7 @@ async fn rejects_bad_input_and_changes_nothing(server: &RunningServer) {
         .await
         .expect("check");
     assert_eq!(list.get_ref().tasks.len(), 1);
-    assert_eq!(list.get_ref().tasks[0].status, "pending");
+    assert_eq!(list.get_ref().tasks[0].status(), pb::TaskStatus::Pending);
 }
 on_both_stores!(bad_input, rejects_bad_input_and_changes_nothing);
 
@@ -288,7 +309,7 @@ async fn thread_of_another_resource_is_denied(server: &RunningServer) {
     let task = pb::TaskInput {
         id: Some("mine".into()),
         content: "Mine".into(),
-        status: "pending".into(),
+        status: pb::TaskStatus::Pending.into(),
         active_form: "Owning".into(),
     };
     client
@@ -353,7 +374,7 @@ async fn watch_sends_current_list_then_changes(server: &RunningServer) {
                 tasks: vec![pb::TaskInput {
                     id: None,
                     content: content.into(),
-                    status: "pending".into(),
+                    status: pb::TaskStatus::Pending.into(),
                     active_form: "Doing".into(),
                 }],
             })
@@ -390,7 +411,7 @@ async fn embedded_lists_survive_a_restart() {
             tasks: vec![pb::TaskInput {
                 id: None,
                 content: "Survive a restart".into(),
-                status: "in_progress".into(),
+                status: pb::TaskStatus::InProgress.into(),
                 active_form: "Surviving".into(),
             }],
         })
@@ -425,7 +446,7 @@ async fn concurrent_updates_on_two_replicas_all_survive() {
         .map(|i| pb::TaskInput {
             id: Some(format!("t{i}")),
             content: format!("Task {i}"),
-            status: "pending".into(),
+            status: pb::TaskStatus::Pending.into(),
             active_form: format!("Doing {i}"),
         })
         .collect();
@@ -499,7 +520,7 @@ async fn watch_sees_writes_from_another_replica() {
             tasks: vec![pb::TaskInput {
                 id: None,
                 content: "From b".into(),
-                status: "pending".into(),
+                status: pb::TaskStatus::Pending.into(),
                 active_form: "Writing".into(),
             }],
         })

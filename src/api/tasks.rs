@@ -11,7 +11,7 @@ use super::{check_id, check_text, thread_key, to_i32};
 use crate::config::Limits;
 use crate::pb;
 use crate::tasklist::TaskLists;
-use crate::tasks::{self, Task};
+use crate::tasks::{self, Task, TaskStatus};
 
 /// The TaskService implementation.
 pub struct TaskApi {
@@ -45,9 +45,27 @@ fn invalid(err: &tasks::ValidationError) -> Status {
     v.into_status()
 }
 
+fn status_to_pb(status: TaskStatus) -> pb::TaskStatus {
+    match status {
+        TaskStatus::Pending => pb::TaskStatus::Pending,
+        TaskStatus::InProgress => pb::TaskStatus::InProgress,
+        TaskStatus::Completed => pb::TaskStatus::Completed,
+    }
+}
+
+/// The status a request's enum value names; `None` for UNSPECIFIED and unknown numbers.
+fn status_from_pb(value: i32) -> Option<TaskStatus> {
+    match pb::TaskStatus::try_from(value) {
+        Ok(pb::TaskStatus::Pending) => Some(TaskStatus::Pending),
+        Ok(pb::TaskStatus::InProgress) => Some(TaskStatus::InProgress),
+        Ok(pb::TaskStatus::Completed) => Some(TaskStatus::Completed),
+        Ok(pb::TaskStatus::Unspecified) | Err(_) => None,
+    }
+}
+
 fn task_to_pb(task: Task) -> pb::Task {
     pb::Task {
-        status: task.status.as_str().to_owned(),
+        status: status_to_pb(task.status).into(),
         id: task.id,
         content: task.content,
         active_form: task.active_form,
@@ -108,7 +126,11 @@ fn write_args(req: &pb::WriteRequest) -> Value {
                 task.insert("id".into(), json!(id));
             }
             task.insert("content".into(), json!(t.content));
-            task.insert("status".into(), json!(t.status));
+            // Unset (or unknown): left out, so the reference's validation names it "Required"
+            // in its own order among the task's other problems.
+            if let Some(status) = status_from_pb(t.status) {
+                task.insert("status".into(), json!(status.as_str()));
+            }
             task.insert("activeForm".into(), json!(t.active_form));
             Value::Object(task)
         })
@@ -120,14 +142,14 @@ fn write_args(req: &pb::WriteRequest) -> Value {
 fn update_args(req: &pb::UpdateRequest) -> Value {
     let mut args = Map::new();
     args.insert("id".into(), json!(req.id));
-    for (name, value) in [
-        ("content", &req.content),
-        ("status", &req.status),
-        ("activeForm", &req.active_form),
-    ] {
-        if let Some(value) = value {
-            args.insert(name.into(), json!(value));
-        }
+    if let Some(content) = &req.content {
+        args.insert("content".into(), json!(content));
+    }
+    if let Some(status) = req.status.and_then(status_from_pb) {
+        args.insert("status".into(), json!(status.as_str()));
+    }
+    if let Some(active_form) = &req.active_form {
+        args.insert("activeForm".into(), json!(active_form));
     }
     Value::Object(args)
 }
@@ -184,6 +206,13 @@ impl pb::task_service_server::TaskService for TaskApi {
         let mut v = Violations::default();
         self.check_thread(&mut v, &req.thread_id, &req.resource_id);
         check_id(&mut v, "id", &req.id, &self.limits);
+        // Present but unset: the reference has no way to say it, so it is named here.
+        if req.status.is_some_and(|s| status_from_pb(s).is_none()) {
+            v.add(
+                "status",
+                "must be TASK_STATUS_PENDING, TASK_STATUS_IN_PROGRESS or TASK_STATUS_COMPLETED",
+            );
+        }
         for (field, value) in [("content", &req.content), ("activeForm", &req.active_form)] {
             if let Some(value) = value {
                 check_text(&mut v, field, value, &self.limits);

@@ -36,7 +36,7 @@ def test_generate_streams_a_two_step_run(agent_stubs, stubs, channel):
     listed = tasks_rpc.TaskServiceStub(channel).Check(
         tasks_pb2.CheckRequest(thread_id=mem.thread.id, resource_id=mem.resource)
     )
-    assert [(t.id, t.status) for t in listed.tasks] == [("task_write_code", "in_progress"), ("task_test_it", "pending")]
+    assert [(t.id, t.status) for t in listed.tasks] == [("task_write_code", tasks_pb2.TASK_STATUS_IN_PROGRESS), ("task_test_it", tasks_pb2.TASK_STATUS_PENDING)]
 
 
 def test_approve_a_suspended_run(agent_stubs, stubs, channel):

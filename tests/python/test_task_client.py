@@ -21,8 +21,8 @@ def test_write_update_complete_check(stubs, channel):
             thread_id=thread_id,
             resource_id=resource_id,
             tasks=[
-                pb.TaskInput(content="Alpha", status="in_progress", active_form="Doing Alpha"),
-                pb.TaskInput(content="Beta", status="pending", active_form="Doing Beta"),
+                pb.TaskInput(content="Alpha", status=pb.TASK_STATUS_IN_PROGRESS, active_form="Doing Alpha"),
+                pb.TaskInput(content="Beta", status=pb.TASK_STATUS_PENDING, active_form="Doing Beta"),
             ],
         )
     )
@@ -33,11 +33,11 @@ def test_write_update_complete_check(stubs, channel):
         "Task IDs:\n- task_alpha: Alpha (in_progress)\n- task_beta: Beta (pending)"
     )
 
-    updated = client.Update(pb.UpdateRequest(thread_id=thread_id, resource_id=resource_id, id="task_beta", status="in_progress"))
-    assert [t.status for t in updated.tasks] == ["pending", "in_progress"], "the other in_progress task is demoted"
+    updated = client.Update(pb.UpdateRequest(thread_id=thread_id, resource_id=resource_id, id="task_beta", status=pb.TASK_STATUS_IN_PROGRESS))
+    assert [t.status for t in updated.tasks] == [pb.TASK_STATUS_PENDING, pb.TASK_STATUS_IN_PROGRESS], "the other in_progress task is demoted"
 
     done = client.Complete(pb.CompleteRequest(thread_id=thread_id, resource_id=resource_id, id="task_beta"))
-    assert done.tasks[1].status == "completed"
+    assert done.tasks[1].status == pb.TASK_STATUS_COMPLETED
 
     check = client.Check(pb.CheckRequest(thread_id=thread_id, resource_id=resource_id))
     assert check.summary.total == 2 and check.summary.completed == 1
@@ -67,7 +67,7 @@ def test_malformed_request_is_invalid_argument_with_field_violation(stubs, chann
             pb.WriteRequest(
                 thread_id=thread_id,
                 resource_id=resource_id,
-                tasks=[pb.TaskInput(content="x", status="done", active_form="y")],
+                tasks=[pb.TaskInput(content="x", status=pb.TASK_STATUS_UNSPECIFIED, active_form="y")],
             )
         )
     err = raised.value
@@ -89,7 +89,7 @@ def test_thread_of_another_resource_is_permission_denied(stubs, channel):
         pb.WriteRequest(
             thread_id=thread_id,
             resource_id=resource_id,
-            tasks=[pb.TaskInput(content="Mine", status="pending", active_form="Owning")],
+            tasks=[pb.TaskInput(content="Mine", status=pb.TASK_STATUS_PENDING, active_form="Owning")],
         )
     )
     with pytest.raises(grpc.RpcError) as raised:
@@ -108,7 +108,7 @@ def test_watch_streams_changes(stubs, channel):
         pb.WriteRequest(
             thread_id=thread_id,
             resource_id=resource_id,
-            tasks=[pb.TaskInput(content="Watched", status="pending", active_form="Watching")],
+            tasks=[pb.TaskInput(content="Watched", status=pb.TASK_STATUS_PENDING, active_form="Watching")],
         )
     )
     second = next(stream)
