@@ -1,7 +1,8 @@
 //! agentd: runs AI agents (tool loops, task lists, human approvals) behind a gRPC contract.
 //!
 //! Layout: `api` is the gRPC edge, `tasks` holds the pure task-list rules, `tasklist` applies
-//! them to stored lists, `store` hides Redis and the embedded store behind one trait.
+//! them to stored lists, `store` hides Redis and the embedded store behind one trait, `web` holds
+//! the plain-HTTP endpoints.
 
 pub mod agent;
 pub mod api;
@@ -14,3 +15,4 @@ pub mod store;
 pub mod tasklist;
 pub mod tasks;
 pub mod telemetry;
+pub mod web;

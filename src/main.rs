@@ -41,7 +41,7 @@ async fn main() -> ExitCode {
         };
     }
     // Inside the runtime: the OTLP gRPC exporter needs it.
-    let telemetry = match telemetry::init(&config.log) {
+    let telemetry = match telemetry::init(&config.log, config.server.metrics_listen.is_some()) {
         Ok(guard) => guard,
         Err(e) => {
             eprintln!("agentd: {e:#}");

@@ -32,6 +32,7 @@ use crate::store::Store;
 use crate::store::embedded::EmbeddedStore;
 use crate::store::redis::RedisStore;
 use crate::tasklist::TaskLists;
+use crate::web::MetricsEndpoint;
 
 /// Health service name that stays SERVING while the process runs (for liveness probes); the
 /// overall "" and the agentd services follow the store (for readiness).
@@ -74,6 +75,8 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
 pub struct RunningServer {
     /// The address it listens on.
     pub addr: SocketAddr,
+    /// The address of its Prometheus `/metrics` endpoint, when enabled.
+    pub metrics_addr: Option<SocketAddr>,
     shutdown: CancellationToken,
     task: JoinHandle<anyhow::Result<()>>,
 }
@@ -103,24 +106,35 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         .await
         .with_context(|| format!("binding {}", config.server.listen))?;
     let addr = listener.local_addr()?;
+    let metrics = match config.server.metrics_listen {
+        Some(addr) => Some(MetricsEndpoint::bind(addr).await?),
+        None => None,
+    };
+    let metrics_addr = metrics.as_ref().map(|m| m.addr);
     let store = open_store(&config).await?;
     let shutdown = CancellationToken::new();
-    let task = tokio::spawn(serve(config, store, listener, shutdown.clone()));
+    let task = tokio::spawn(serve(config, store, listener, metrics, shutdown.clone()));
     Ok(RunningServer {
         addr,
+        metrics_addr,
         shutdown,
         task,
     })
 }
 
-/// Serves on `listener` until `shutdown` is cancelled, then lets in-flight calls finish
-/// within the configured grace period.
-pub async fn serve(
+/// Serves on `listener` (and `/metrics` on `metrics`) until `shutdown` is cancelled, then lets
+/// in-flight calls finish within the configured grace period.
+async fn serve(
     config: Config,
     store: Arc<dyn Store>,
     listener: TcpListener,
+    metrics: Option<MetricsEndpoint>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    // Scrapes keep working through the drain: they stop with the server, not with the signal.
+    let metrics_stop = CancellationToken::new();
+    let _stop_metrics_on_error = metrics_stop.clone().drop_guard();
+    let metrics = metrics.map(|endpoint| endpoint.spawn(metrics_stop.clone()));
     let limit = config.limits.max_request_bytes;
     let (health, health_service) = tonic_health::server::health_reporter();
     health
@@ -233,6 +247,10 @@ pub async fn serve(
     let _ = monitor.await;
     let _ = abort_listener.await;
     store.close().await;
+    metrics_stop.cancel();
+    if let Some(task) = metrics {
+        let _ = task.await;
+    }
     info!("agentd stopped");
     outcome
 }

@@ -59,7 +59,7 @@ async fn generate_is_traced_under_the_callers_trace() {
         filter: "warn".to_owned(),
         ..LogConfig::default()
     };
-    let guard = telemetry::init_with(&log, Some(settings)).expect("init");
+    let guard = telemetry::init_with(&log, Some(settings), false).expect("init");
 
     let mock = MockOpenAi::start().await.expect("mock");
     mock.push(MockReply::ToolCalls(vec![(

@@ -22,7 +22,7 @@ async fn nothing_is_exported_without_an_endpoint() {
     })
     .expect("settings");
     assert!(settings.is_none());
-    let guard = telemetry::init_with(&LogConfig::default(), settings).expect("init");
+    let guard = telemetry::init_with(&LogConfig::default(), settings, false).expect("init");
     assert!(!guard.is_exporting());
     assert!(!telemetry::otel_layer_installed());
 

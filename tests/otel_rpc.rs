@@ -22,7 +22,7 @@ async fn every_agentd_method_gets_an_rpc_span_in_the_callers_trace() {
         filter: "warn".to_owned(),
         ..LogConfig::default()
     };
-    let guard = telemetry::init_with(&log, Some(settings)).expect("init");
+    let guard = telemetry::init_with(&log, Some(settings), false).expect("init");
     let dir = tempfile::tempdir().expect("dir");
     let mut config = support::test_config("embedded", dir.path());
     config.auth.api_keys = vec!["k".into()];

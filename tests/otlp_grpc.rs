@@ -18,7 +18,7 @@ async fn spans_and_metrics_reach_an_otlp_grpc_collector() {
         filter: "warn".to_owned(),
         ..LogConfig::default()
     };
-    let guard = telemetry::init_with(&log, Some(settings)).expect("init");
+    let guard = telemetry::init_with(&log, Some(settings), false).expect("init");
 
     span_tree::exercise(&collector, &guard, "agentd-grpc-test").await;
 

@@ -34,7 +34,7 @@ fn spans_and_metrics_reach_an_otlp_http_collector_configured_by_env() {
         .expect("runtime");
     runtime.block_on(async {
         let collector = OtlpCollector::start_on(grpc, http).await;
-        let guard = telemetry::init(&LogConfig::default()).expect("init");
+        let guard = telemetry::init(&LogConfig::default(), false).expect("init");
 
         span_tree::exercise(&collector, &guard, "agentd-http-test").await;
 

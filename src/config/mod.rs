@@ -80,6 +80,8 @@ overrides! {
     shutdown_grace_secs: u64 => server.shutdown_grace_secs, "AGENTD_SHUTDOWN_GRACE_SECS";
     /// Milliseconds between store health probes.
     health_interval_ms: u64 => server.health_interval_ms, "AGENTD_HEALTH_INTERVAL_MS";
+    /// Address of the Prometheus /metrics endpoint, e.g. 0.0.0.0:9464 (unset: off).
+    metrics_listen: SocketAddr => server.metrics_listen, "AGENTD_METRICS_LISTEN", some;
     /// Store URL: redis://host:port/db, rediss://…, or "embedded" (default).
     store_url: String => store.url, "AGENTD_STORE_URL";
     /// Directory of the embedded store.
@@ -115,6 +117,11 @@ overrides! {
     approval_ttl_secs: u64 => limits.approval_ttl_secs, "AGENTD_APPROVAL_TTL_SECS";
     /// Milliseconds one hook call may take by default.
     hook_deadline_ms: u64 => limits.hook_deadline_ms, "AGENTD_HOOK_DEADLINE_MS";
+}
+
+/// An optional setting given a value.
+fn some<T: Copy>(value: &T) -> Option<T> {
+    Some(*value)
 }
 
 /// A comma-separated list, entries trimmed, empty ones dropped.
@@ -165,6 +172,8 @@ pub struct ServerConfig {
     pub shutdown_grace_secs: u64,
     /// Milliseconds between store health probes.
     pub health_interval_ms: u64,
+    /// Address of the Prometheus `/metrics` HTTP endpoint; unset: not served.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl Default for ServerConfig {
@@ -173,6 +182,7 @@ impl Default for ServerConfig {
             listen: SocketAddr::from(([0, 0, 0, 0], 50051)),
             shutdown_grace_secs: 25,
             health_interval_ms: 1000,
+            metrics_listen: None,
         }
     }
 }

@@ -189,15 +189,20 @@ impl Drop for TelemetryGuard {
 }
 
 /// [`init_with`] the OTLP settings of the environment ([`OtelSettings::from_env`]).
-pub fn init(log: &LogConfig) -> anyhow::Result<TelemetryGuard> {
-    init_with(log, OtelSettings::from_env()?)
+pub fn init(log: &LogConfig, prometheus: bool) -> anyhow::Result<TelemetryGuard> {
+    init_with(log, OtelSettings::from_env()?, prometheus)
 }
 
 /// Installs the global subscriber: logs to stdout (text or JSON, filtered by `log.filter`),
-/// plus, with `otel`, OTLP export of spans and metrics. Call once, inside a multi-thread Tokio
+/// plus, with `otel`, OTLP export of spans and metrics, and with `prometheus` the metrics'
+/// Prometheus exposition ([`super::prometheus_text`]). Call once, inside a multi-thread Tokio
 /// runtime (the gRPC exporter runs its connection there), before any metric is recorded.
 /// Spans reach OTLP at INFO and above whatever the log filter says.
-pub fn init_with(log: &LogConfig, otel: Option<OtelSettings>) -> anyhow::Result<TelemetryGuard> {
+pub fn init_with(
+    log: &LogConfig,
+    otel: Option<OtelSettings>,
+    prometheus: bool,
+) -> anyhow::Result<TelemetryGuard> {
     let filter = EnvFilter::try_new(&log.filter)
         .map_err(|e| anyhow::anyhow!("invalid log filter {:?}: {e}", log.filter))?;
     // The log filter is per layer so that a quiet log (e.g. `warn`) does not disable spans.
@@ -215,10 +220,7 @@ pub fn init_with(log: &LogConfig, otel: Option<OtelSettings>) -> anyhow::Result<
     };
     global::set_text_map_propagator(TraceContextPropagator::new());
 
-    let guard = match &otel {
-        Some(settings) => providers(settings)?,
-        None => TelemetryGuard::default(),
-    };
+    let guard = providers(otel.as_ref(), prometheus)?;
     let otel_layer = guard.tracer_provider.as_ref().map(|provider| {
         let scope = InstrumentationScope::builder(SERVICE_NAME)
             .with_version(env!("CARGO_PKG_VERSION"))
@@ -278,13 +280,17 @@ fn otel_filter() -> Targets {
     )
 }
 
-fn providers(settings: &OtelSettings) -> anyhow::Result<TelemetryGuard> {
+/// The tracer provider (OTLP traces) and the meter provider (OTLP metrics and/or Prometheus)
+/// the settings ask for; none when nothing is exported.
+fn providers(otel: Option<&OtelSettings>, prometheus: bool) -> anyhow::Result<TelemetryGuard> {
     // The gRPC channel spawns its connection task at build time; outside a runtime that panics.
-    if settings.protocol == OtlpProtocol::Grpc && tokio::runtime::Handle::try_current().is_err() {
+    if otel.is_some_and(|s| s.protocol == OtlpProtocol::Grpc)
+        && tokio::runtime::Handle::try_current().is_err()
+    {
         anyhow::bail!("OTLP/gRPC export needs a Tokio runtime: call telemetry::init inside one");
     }
-    let resource = resource(settings);
-    let tracer_provider = if settings.traces {
+    let resource = resource(otel);
+    let tracer_provider = if let Some(settings) = otel.filter(|s| s.traces) {
         let mut builder = SdkTracerProvider::builder()
             .with_batch_exporter(span_exporter(settings)?)
             .with_resource(resource.clone())
@@ -296,17 +302,23 @@ fn providers(settings: &OtelSettings) -> anyhow::Result<TelemetryGuard> {
     } else {
         None
     };
-    let meter_provider = if settings.metrics {
-        let exporter = metric_exporter(settings)?;
-        let builder = SdkMeterProvider::builder().with_resource(resource);
-        let builder = match settings.metric_interval {
-            Some(interval) => builder.with_reader(
-                PeriodicReader::builder(exporter)
-                    .with_interval(interval)
-                    .build(),
-            ),
-            None => builder.with_periodic_exporter(exporter),
-        };
+    let otlp_metrics = otel.filter(|s| s.metrics);
+    let meter_provider = if otlp_metrics.is_some() || prometheus {
+        let mut builder = SdkMeterProvider::builder().with_resource(resource);
+        if let Some(settings) = otlp_metrics {
+            let exporter = metric_exporter(settings)?;
+            builder = match settings.metric_interval {
+                Some(interval) => builder.with_reader(
+                    PeriodicReader::builder(exporter)
+                        .with_interval(interval)
+                        .build(),
+                ),
+                None => builder.with_periodic_exporter(exporter),
+            };
+        }
+        if prometheus {
+            builder = builder.with_reader(super::prometheus::reader()?);
+        }
         Some(builder.build())
     } else {
         None
@@ -382,18 +394,19 @@ fn signal_url(base: &str, path: &str) -> String {
 
 /// `service.name` = `agentd` and `service.version`, then the SDK's `telemetry.sdk.*`, then
 /// the configured attributes, then the configured service name: later ones win.
-fn resource(settings: &OtelSettings) -> Resource {
+/// agentd's resource, plus the OTLP settings' service name and attributes when exporting.
+fn resource(settings: Option<&OtelSettings>) -> Resource {
     let builder = Resource::builder_empty()
         .with_service_name(SERVICE_NAME)
         .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
         .with_detector(Box::new(TelemetryResourceDetector))
         .with_attributes(
             settings
-                .resource_attributes
-                .iter()
+                .into_iter()
+                .flat_map(|s| &s.resource_attributes)
                 .map(|(k, v)| KeyValue::new(k.clone(), v.clone())),
         );
-    match &settings.service_name {
+    match settings.and_then(|s| s.service_name.as_ref()) {
         Some(name) => builder.with_service_name(name.clone()),
         None => builder,
     }
@@ -517,7 +530,7 @@ mod tests {
         ])
         .unwrap()
         .unwrap();
-        let r = resource(&s);
+        let r = resource(Some(&s));
         let get = |k: &'static str| r.get(&opentelemetry::Key::new(k)).map(|v| v.to_string());
         assert_eq!(get("service.name").as_deref(), Some("agentd"));
         assert_eq!(
@@ -535,7 +548,7 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(
-            resource(&s)
+            resource(Some(&s))
                 .get(&opentelemetry::Key::new("service.name"))
                 .map(|v| v.to_string())
                 .as_deref(),
@@ -549,7 +562,7 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(
-            resource(&s)
+            resource(Some(&s))
                 .get(&opentelemetry::Key::new("service.name"))
                 .map(|v| v.to_string())
                 .as_deref(),
@@ -568,7 +581,7 @@ mod tests {
     #[test]
     fn grpc_export_outside_a_runtime_is_an_error_not_a_panic() {
         let settings = OtelSettings::new("http://127.0.0.1:1", OtlpProtocol::Grpc);
-        let err = providers(&settings).unwrap_err();
+        let err = providers(Some(&settings), false).unwrap_err();
         assert!(err.to_string().contains("Tokio runtime"));
     }
 

@@ -5,12 +5,13 @@
 //!   endpoint is configured (`OTEL_EXPORTER_OTLP_ENDPOINT`, see [`OtelSettings::from_env`]).
 //! - [`parent_context`] reads the trace a request joins; [`run_span`] and friends build the
 //!   span tree `agent.run` → `agent.step` → `chat {model}` / `execute_tool {name}`.
-//! - [`metrics`] holds the instruments.
+//! - [`metrics`] holds the instruments; [`prometheus_text`] renders them for `/metrics`.
 
 mod context;
 mod ids;
 mod init;
 mod metrics;
+mod prometheus;
 mod spans;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,6 +22,7 @@ pub use context::{
 };
 pub use init::{OtelSettings, OtlpProtocol, TelemetryGuard, init, init_with};
 pub use metrics::{ActiveStream, Metrics, metrics};
+pub use prometheus::{PROMETHEUS_CONTENT_TYPE, prometheus_enabled, prometheus_text};
 pub use spans::{
     GEN_AI_INPUT_MESSAGES, GEN_AI_OUTPUT_MESSAGES, GEN_AI_TOOL_CALL_ARGUMENTS,
     GEN_AI_TOOL_CALL_RESULT, MAX_IO_BYTES, METADATA_PREFIX, ModelResponse, REQUEST_CONTEXT_PREFIX,

@@ -179,6 +179,8 @@ def test_every_manifest_validates_against_kubernetes_schemas(rendered, scenario)
     r = rendered[scenario]
     assert r.objects, "nothing rendered"
     for obj in r.objects:
+        if obj["apiVersion"].startswith("monitoring.coreos.com/"):
+            continue  # a CRD's kind: kubernetes-validate has no schema; its own test checks it
         doc = {k: v for k, v in obj.items() if k != "__source__"}
         for version in KUBE_VERSIONS:
             try:
@@ -191,7 +193,7 @@ def test_every_manifest_validates_against_kubernetes_schemas(rendered, scenario)
 @pytest.mark.parametrize("scenario,expected", [
     ("default", {"Deployment", "Service", "ConfigMap", "ServiceAccount", "PodDisruptionBudget", "Pod"}),
     ("production", {"Deployment", "Service", "ConfigMap", "ServiceAccount", "PodDisruptionBudget",
-                    "HorizontalPodAutoscaler", "NetworkPolicy", "Pod"}),
+                    "HorizontalPodAutoscaler", "NetworkPolicy", "ServiceMonitor", "Pod"}),
     ("bundled-redis", {"Deployment", "Service", "ConfigMap", "ServiceAccount", "PodDisruptionBudget",
                        "StatefulSet", "NetworkPolicy", "Pod"}),
     ("embedded-persistent", {"Deployment", "Service", "ConfigMap", "ServiceAccount", "PodDisruptionBudget",
@@ -223,7 +225,7 @@ def test_probes_are_grpc_probes_on_the_service_port(rendered, scenario):
     grpc_port = ports["grpc"]
 
     service = r.one("Service", r.one("Deployment")["metadata"]["name"])
-    (svc_port,) = service["spec"]["ports"]
+    svc_port = next(p for p in service["spec"]["ports"] if p["name"] == "grpc")
     assert svc_port["name"] == "grpc" and svc_port["appProtocol"] == "grpc"
     target = svc_port["targetPort"]
     assert (ports[target] if isinstance(target, str) else target) == grpc_port
@@ -601,8 +603,10 @@ def test_network_policy_admits_clients_and_the_test_pod(rendered):
     r = rendered["production"]
     policy = r.one("NetworkPolicy")
     assert policy["spec"]["podSelector"]["matchLabels"] == r.one("Deployment")["spec"]["selector"]["matchLabels"]
-    (rule,) = policy["spec"]["ingress"]
+    rule, metrics_rule = policy["spec"]["ingress"]
     assert rule["ports"] == [{"port": "grpc", "protocol": "TCP"}]
+    assert metrics_rule["ports"] == [{"port": "metrics", "protocol": "TCP"}]
+    assert metrics_rule["from"][0]["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "observability"}
     client_labels = [p["podSelector"]["matchLabels"] for p in rule["from"] if "podSelector" in p]
     test_pod_labels = r.one("Pod")["metadata"]["labels"]
     assert any(labels.items() <= test_pod_labels.items() for labels in client_labels)
@@ -612,6 +616,62 @@ def test_network_policy_admits_clients_and_the_test_pod(rendered):
     redis_policy = b.one("NetworkPolicy", b.one("StatefulSet")["metadata"]["name"])
     (redis_rule,) = redis_policy["spec"]["ingress"]
     assert redis_rule["from"] == [{"podSelector": {"matchLabels": b.one("Deployment")["spec"]["selector"]["matchLabels"]}}]
+
+
+def test_metrics_port_env_annotations_and_service(rendered):
+    r = rendered["default"]
+    container = agentd_container(r)
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports["metrics"] == 9464
+    assert env_of(container)["AGENTD_METRICS_LISTEN"]["value"] == "0.0.0.0:9464"
+    annotations = r.one("Deployment")["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert annotations["prometheus.io/port"] == "9464"
+    assert annotations["prometheus.io/path"] == "/metrics"
+    service_ports = {p["name"]: p for p in r.one("Service")["spec"]["ports"]}
+    assert service_ports["metrics"]["port"] == 9464 and service_ports["metrics"]["targetPort"] == "metrics"
+    # IPv6 listen host and a custom port follow through.
+    v6 = rendered["external-url-secret"]
+    assert env_of(agentd_container(v6))["AGENTD_METRICS_LISTEN"]["value"] == "[::]:9464"
+
+
+def test_metrics_can_be_turned_off(chart):
+    r = render(chart, {"metrics": {"enabled": False}})
+    container = agentd_container(r)
+    assert [p["name"] for p in container["ports"]] == ["grpc"]
+    assert "AGENTD_METRICS_LISTEN" not in env_of(container)
+    assert "prometheus.io/scrape" not in r.one("Deployment")["spec"]["template"]["metadata"]["annotations"]
+    assert [p["name"] for p in r.one("Service")["spec"]["ports"]] == ["grpc"]
+
+
+def test_service_monitor_scrapes_the_metrics_port(chart):
+    r = render(chart, {"metrics": {"serviceMonitor": {"enabled": True, "interval": "15s", "scrapeTimeout": "10s",
+                                                      "labels": {"release": "kube-prometheus-stack"}}},
+                       "networkPolicy": {"enabled": True, "allowExternal": False,
+                                         "ingressFrom": []}})
+    monitor = r.one("ServiceMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    service = r.one("Service", r.one("Deployment")["metadata"]["name"])
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s"}]
+    assert "metrics" in {p["name"] for p in service["spec"]["ports"]}
+    with pytest.raises(Exception, match="interval"):
+        render(chart, {"metrics": {"serviceMonitor": {"enabled": True, "interval": "soon"}}})
+
+
+def test_any_source_may_scrape_by_default(chart):
+    r = render(chart, {"networkPolicy": {"enabled": True}})
+    _, metrics_rule = r.one("NetworkPolicy")["spec"]["ingress"]
+    assert metrics_rule == {"ports": [{"port": "metrics", "protocol": "TCP"}]}
+
+
+def test_metrics_scrapers_can_be_restricted(chart):
+    peers = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    r = render(chart, {"networkPolicy": {"enabled": True}, "metrics": {"ingressFrom": peers}})
+    _, metrics_rule = r.one("NetworkPolicy")["spec"]["ingress"]
+    assert metrics_rule == {"ports": [{"port": "metrics", "protocol": "TCP"}], "from": peers}
 
 
 def test_headless_service_for_client_side_balancing(rendered):

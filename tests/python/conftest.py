@@ -124,13 +124,26 @@ kinds = ["before_tool_call"]
 
 
 @pytest.fixture(scope="session")
-def server_address(mock_model, policy_webhook):
+def metrics_port():
+    """The port of the session server's Prometheus /metrics endpoint."""
+    return free_port()
+
+
+@pytest.fixture(scope="session")
+def server_address(mock_model, policy_webhook, metrics_port):
     """Starts target/debug/agentd (or $AGENTD_BIN) with agents on the mock model and waits until it answers."""
     port = free_port()
     data = tempfile.mkdtemp(prefix="agentd-data-")
     config = pathlib.Path(data) / "agentd.toml"
     config.write_text(CONFIG.format(base_url=mock_model, webhook_url=policy_webhook))
-    env = dict(os.environ, AGENTD_LISTEN=f"127.0.0.1:{port}", AGENTD_DATA_DIR=data, AGENTD_STORE_URL="embedded", AGENTD_CONFIG=str(config))
+    env = dict(
+        os.environ,
+        AGENTD_LISTEN=f"127.0.0.1:{port}",
+        AGENTD_METRICS_LISTEN=f"127.0.0.1:{metrics_port}",
+        AGENTD_DATA_DIR=data,
+        AGENTD_STORE_URL="embedded",
+        AGENTD_CONFIG=str(config),
+    )
     proc = subprocess.Popen([binary("agentd")], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     address = f"127.0.0.1:{port}"
     deadline = time.time() + 30
