@@ -54,7 +54,8 @@ ENV AGENTD_LISTEN=0.0.0.0:50051 \
 # Numeric, so Kubernetes can verify runAsNonRoot.
 USER 65532:65532
 WORKDIR /var/lib/agentd
-# gRPC (agentd.v1.*, grpc.health.v1.Health, reflection).
-EXPOSE 50051
+# gRPC (agentd.v1.*, grpc.health.v1.Health, reflection), gRPC-web and the JSON mapping; and
+# Prometheus /metrics when AGENTD_METRICS_LISTEN=0.0.0.0:9464 is set (the Helm chart sets it).
+EXPOSE 50051 9464
 
 ENTRYPOINT ["/usr/local/bin/agentd"]

@@ -1,7 +1,8 @@
 //! Compiles `proto/agentd/v1/*.proto` into `OUT_DIR` (never into `src/`) and writes the file
-//! descriptor set that server reflection serves (with `proto/google/rpc/error_details.proto`,
-//! so reflection clients decode the BadRequest details of errors). Uses the protoc shipped by the
-//! `protoc-bin-vendored` crate so a fresh machine needs no system protoc.
+//! descriptor set that server reflection serves (with `proto/google/rpc/error_details.proto` and
+//! `status.proto`, so reflection clients and the JSON mapping decode the details of errors).
+//! Uses the protoc shipped by the `protoc-bin-vendored` crate so a fresh machine needs no
+//! system protoc.
 
 use std::path::PathBuf;
 
@@ -11,8 +12,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .filter_map(|entry| entry.ok().map(|e| e.path()))
         .filter(|path| path.extension().is_some_and(|ext| ext == "proto"))
         .collect();
-    // Only for reflection: the Rust types of google.rpc come from tonic-types.
+    // Only for reflection and the JSON mapping: the Rust types of google.rpc come from
+    // tonic-types.
     protos.push(PathBuf::from("proto/google/rpc/error_details.proto"));
+    protos.push(PathBuf::from("proto/google/rpc/status.proto"));
     println!("cargo:rerun-if-changed=proto");
 
     let mut config = tonic_prost_build::Config::new();

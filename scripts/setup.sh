@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the test suite needs, idempotently: Debian redis-server, the Rust lint
+# Installs what the test suite needs, idempotently: Debian redis-server and curl, the Rust lint
 # components, npm and buf, and the Python packages of the client and chart tests (into .venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +18,12 @@ apt_install() {
 if ! command -v redis-server >/dev/null 2>&1; then
   echo "setup: installing redis-server"
   apt_install redis-server
+fi
+
+if ! command -v curl >/dev/null 2>&1; then
+  # The JSON-mapping tests and the README's commands call the real curl.
+  echo "setup: installing curl"
+  apt_install curl
 fi
 
 for component in rustfmt clippy; do

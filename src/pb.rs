@@ -6,3 +6,17 @@ tonic::include_proto!("agentd.v1");
 
 /// Encoded file descriptor set of the agentd protos, served by reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("agentd_descriptor");
+
+/// The agentd protos, the google.rpc error model and grpc.health.v1 as a reflection pool (the
+/// proto JSON mapping of webhooks and of the HTTP gateway); decoded once.
+pub fn descriptor_pool() -> Result<&'static prost_reflect::DescriptorPool, String> {
+    static POOL: std::sync::LazyLock<Result<prost_reflect::DescriptorPool, String>> =
+        std::sync::LazyLock::new(|| {
+            let mut pool = prost_reflect::DescriptorPool::decode(FILE_DESCRIPTOR_SET)
+                .map_err(|e| e.to_string())?;
+            pool.decode_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+                .map_err(|e| e.to_string())?;
+            Ok(pool)
+        });
+    POOL.as_ref().map_err(Clone::clone)
+}

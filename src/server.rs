@@ -32,7 +32,7 @@ use crate::store::Store;
 use crate::store::embedded::EmbeddedStore;
 use crate::store::redis::RedisStore;
 use crate::tasklist::TaskLists;
-use crate::web::MetricsEndpoint;
+use crate::web::{JsonLayer, MetricsEndpoint};
 
 /// Health service name that stays SERVING while the process runs (for liveness probes); the
 /// overall "" and the agentd services follow the store (for readiness).
@@ -213,7 +213,21 @@ async fn serve(
     // Chunks are small writes: without TCP_NODELAY each could wait for a delayed ACK.
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let drain = shutdown.clone();
+    // Browsers and curl on the same port: CORS answers preflights first, the JSON mapping takes
+    // JSON (and plain HTTP/1) requests, gRPC-web is translated; gRPC passes all three untouched.
+    let web = &config.web;
+    let cors = crate::web::cors_layer(&web.cors_allowed_origins)?;
+    let json = web
+        .json
+        .then(|| JsonLayer::new(limit))
+        .transpose()
+        .context("building the JSON mapping")?;
+    let grpc_web = web.grpc_web.then(tonic_web::GrpcWebLayer::new);
     let server = tonic::transport::Server::builder()
+        .accept_http1(web.http1())
+        .layer(tower::util::option_layer(cors))
+        .layer(tower::util::option_layer(json))
+        .layer(tower::util::option_layer(grpc_web))
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)

@@ -12,11 +12,13 @@ use serde::Deserialize;
 use crate::model::ProviderConfig;
 
 mod agent;
+mod web;
 
 pub use agent::{
     AgentConfig, AgentDefaults, CompletionConfig, HOOK_KINDS, HttpToolConfig, OnHookFailure,
     ScorerKind, ScorerSpec, Strategy, TOOL_SETS, WebhookConfig,
 };
+pub use web::WebConfig;
 
 /// Declares the settings that have an `AGENTD_*` variable and a flag: the [`Cli`] fields, the
 /// [`OVERRIDES`] list and [`Config::apply`] all come from the one table below it.
@@ -82,6 +84,12 @@ overrides! {
     health_interval_ms: u64 => server.health_interval_ms, "AGENTD_HEALTH_INTERVAL_MS";
     /// Address of the Prometheus /metrics endpoint, e.g. 0.0.0.0:9464 (unset: off).
     metrics_listen: SocketAddr => server.metrics_listen, "AGENTD_METRICS_LISTEN", some;
+    /// Serve gRPC-web on the gRPC port: true or false.
+    grpc_web: bool => web.grpc_web, "AGENTD_GRPC_WEB";
+    /// Serve the JSON mapping (POST /{service}/{method}) on the gRPC port: true or false.
+    json_api: bool => web.json, "AGENTD_JSON_API";
+    /// Comma-separated origins browsers may call from (CORS), e.g. https://app.example.com, or *.
+    cors_allowed_origins: String => web.cors_allowed_origins, "AGENTD_CORS_ALLOWED_ORIGINS", comma_list;
     /// Store URL: redis://host:port/db, rediss://…, or "embedded" (default).
     store_url: String => store.url, "AGENTD_STORE_URL";
     /// Directory of the embedded store.
@@ -148,6 +156,8 @@ pub struct Config {
     pub limits: Limits,
     /// Client authentication.
     pub auth: AuthConfig,
+    /// gRPC-web, the JSON mapping and CORS on the gRPC port.
+    pub web: WebConfig,
     /// Model providers (OpenAI-compatible endpoints).
     pub providers: Vec<ProviderConfig>,
     /// Agents served.
@@ -434,6 +444,7 @@ impl Config {
     /// Checks consistency: store URL, unique ids, agents naming known providers and tools.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.store.kind()?;
+        self.web.validate()?;
         // Same check and text as the server's, so --check-config catches a bad digest.
         if let Some(digest) = self
             .auth

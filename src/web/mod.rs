@@ -1,5 +1,15 @@
-//! The plain-HTTP side of agentd: the Prometheus scrape endpoint.
+//! The plain-HTTP side of agentd: the JSON mapping of every RPC and its OpenAPI document
+//! (beside gRPC and gRPC-web on the gRPC port), CORS for browsers, and the Prometheus scrape
+//! endpoint on its own port.
 
+mod call;
+mod cors;
+mod frames;
+mod gateway;
 mod metrics;
+mod openapi;
+mod status;
 
+pub use cors::cors_layer;
+pub use gateway::{JSON_SERVICES, JsonGateway, JsonLayer, OPENAPI_PATH};
 pub use metrics::MetricsEndpoint;

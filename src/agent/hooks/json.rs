@@ -2,19 +2,14 @@
 //! descriptors the server's reflection serves, so webhooks see exactly what
 //! `json_format.MessageToJson` (or any protobuf JSON library) produces for `agentd.v1.HookCall`.
 
-use std::sync::LazyLock;
-
 use prost::Message as _;
-use prost_reflect::{DescriptorPool, DeserializeOptions, DynamicMessage};
+use prost_reflect::{DeserializeOptions, DynamicMessage};
 
 use crate::pb;
 
-static POOL: LazyLock<Result<DescriptorPool, String>> =
-    LazyLock::new(|| DescriptorPool::decode(pb::FILE_DESCRIPTOR_SET).map_err(|e| e.to_string()));
-
 fn descriptor(name: &str) -> Result<prost_reflect::MessageDescriptor, String> {
-    let pool = POOL.as_ref().map_err(Clone::clone)?;
-    pool.get_message_by_name(name)
+    pb::descriptor_pool()?
+        .get_message_by_name(name)
         .ok_or_else(|| format!("{name} is not in the descriptor set"))
 }
 
