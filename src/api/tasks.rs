@@ -38,12 +38,23 @@ impl TaskApi {
 
 /// Converts a validation failure into INVALID_ARGUMENT naming the reference's field paths.
 fn invalid(err: &tasks::ValidationError) -> Status {
+    invalid_with(err, |_| None)
+}
+
+/// [`invalid`], with some issues' messages replaced by `rewrite(path)`.
+fn invalid_with(err: &tasks::ValidationError, rewrite: impl Fn(&str) -> Option<String>) -> Status {
     let mut v = Violations::default();
     for issue in &err.issues {
-        v.add(issue.path.clone(), issue.message.clone());
+        let message = rewrite(&issue.path).unwrap_or_else(|| issue.message.clone());
+        v.add(issue.path.clone(), message);
     }
     v.into_status()
 }
+
+/// What an unset status in a Write is told: the reference's text names its JSON strings, which
+/// a proto client never sends.
+const STATUS_REQUIRED: &str =
+    "must be set: TASK_STATUS_PENDING, TASK_STATUS_IN_PROGRESS or TASK_STATUS_COMPLETED";
 
 fn status_to_pb(status: TaskStatus) -> pb::TaskStatus {
     match status {
@@ -187,7 +198,15 @@ impl pb::task_service_server::TaskService for TaskApi {
             );
         }
         v.into_result()?;
-        let input = tasks::validate_write(&write_args(&req)).map_err(|e| invalid(&e))?;
+        let input = tasks::validate_write(&write_args(&req)).map_err(|e| {
+            invalid_with(&e, |path| {
+                let index = path.strip_prefix("tasks.")?.strip_suffix(".status")?;
+                let task = req.tasks.get(index.parse::<usize>().ok()?)?;
+                status_from_pb(task.status)
+                    .is_none()
+                    .then(|| STATUS_REQUIRED.to_owned())
+            })
+        })?;
         let Some(key) = thread_key(&req.thread_id, &req.resource_id) else {
             return Ok(Response::new(result_to_pb(tasks::memory_required())));
         };
@@ -208,10 +227,7 @@ impl pb::task_service_server::TaskService for TaskApi {
         check_id(&mut v, "id", &req.id, &self.limits);
         // Present but unset: the reference has no way to say it, so it is named here.
         if req.status.is_some_and(|s| status_from_pb(s).is_none()) {
-            v.add(
-                "status",
-                "must be TASK_STATUS_PENDING, TASK_STATUS_IN_PROGRESS or TASK_STATUS_COMPLETED",
-            );
+            v.add("status", STATUS_REQUIRED);
         }
         for (field, value) in [("content", &req.content), ("activeForm", &req.active_form)] {
             if let Some(value) = value {
