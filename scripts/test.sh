@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs missing tools, checks formatting, lints, the proto contract,
 # runs every Rust test (Redis tests start their own redis-server), the Python client test
-# against a real server, and the Helm chart checks.
+# against a real server, the Helm chart checks, and the README's commands as written.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,5 +36,9 @@ fi
 # The Dockerfile's build command, so the image build is known to work.
 step "release build (as the Dockerfile runs it)"
 cargo build --release --locked
+
+# Last: the README's own commands need the release build (and build the release mock model).
+step "README commands, run as written"
+.venv/bin/python -m pytest -q -p no:cacheprovider tests/readme
 
 printf '\nall checks passed\n'
