@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{ConfigError, McpServerConfig};
+use crate::config::{ConfigError, McpServerConfig, McpTransportKind};
 pub use server::{McpServer, McpToolDef};
 pub use tools::{McpBinding, McpTool, with_mcp_tools};
 
@@ -46,6 +46,7 @@ impl McpHub {
             let server = Arc::new(McpServer::new(
                 &config.name,
                 Duration::from_secs(config.timeout_secs),
+                config.transport() == McpTransportKind::Stdio,
             ));
             servers.insert(config.name.clone(), server.clone());
             plans.push((server, plan));

@@ -40,6 +40,8 @@ pub struct Snapshot {
 pub struct McpServer {
     name: String,
     call_timeout: Duration,
+    /// A child process: failing to write to it means it is gone.
+    stdio: bool,
     state: RwLock<Arc<Snapshot>>,
 }
 
@@ -53,10 +55,11 @@ impl std::fmt::Debug for McpServer {
 
 impl McpServer {
     /// A server not connected yet.
-    pub fn new(name: &str, call_timeout: Duration) -> Self {
+    pub fn new(name: &str, call_timeout: Duration, stdio: bool) -> Self {
         Self {
             name: name.to_owned(),
             call_timeout,
+            stdio,
             state: RwLock::new(Arc::new(Snapshot {
                 down: Some("not connected yet".to_owned()),
                 ..Snapshot::default()
@@ -121,9 +124,13 @@ impl McpServer {
                 self.call_timeout.as_secs(),
                 self.name
             )),
-            // The connection ended before the supervisor noticed: the same outage.
+            // The connection ended (or the child died) before the supervisor noticed: the
+            // same outage.
             Ok(Err(ServiceError::TransportClosed)) => {
                 Err(self.unavailable(exposed, "the connection closed"))
+            }
+            Ok(Err(ServiceError::TransportSend(_))) if self.stdio => {
+                Err(self.unavailable(exposed, "the process exited"))
             }
             Ok(Err(e)) => Err(format!(
                 "Tool \"{exposed}\" failed: MCP server \"{}\": {e}",
@@ -204,7 +211,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_while_down_is_a_clear_error() {
-        let server = McpServer::new("fs", Duration::from_secs(1));
+        let server = McpServer::new("fs", Duration::from_secs(1), true);
         server.set_down("the process exited".to_owned());
         let err = server
             .call("read", "fs_read", &json!({}))

@@ -30,11 +30,6 @@ impl McpTool {
     pub async fn call(&self, exposed: &str, args: &Value) -> Result<ToolOutput, String> {
         self.server.call(&self.tool, exposed, args).await
     }
-
-    /// The server's name (for spans and metrics).
-    pub fn server(&self) -> &str {
-        self.server.name()
-    }
 }
 
 /// `fixed` followed by the bound servers' current tools, in binding order. A tool whose name
@@ -83,7 +78,7 @@ mod tests {
     use crate::mcp::server::Snapshot;
 
     fn server(name: &str, tools: &[&str]) -> Arc<McpServer> {
-        let server = Arc::new(McpServer::new(name, Duration::from_secs(1)));
+        let server = Arc::new(McpServer::new(name, Duration::from_secs(1), false));
         let tools: Vec<McpToolDef> = tools
             .iter()
             .map(|t| McpToolDef {
