@@ -263,3 +263,63 @@ async fn a_killed_child_fails_calls_clearly_then_is_restarted() {
     assert!(worked, "calls work after the restart");
     server.stop().await.expect("stop");
 }
+
+#[tokio::test]
+async fn tool_hooks_see_and_can_stop_mcp_calls() {
+    use axum::Json;
+    use axum::routing::post;
+    use serde_json::Value;
+    use std::sync::{Arc, Mutex};
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = seen.clone();
+    // A before_tool_call webhook: lets echo run, stops get-sum with its own output.
+    let app = axum::Router::new().route(
+        "/policy",
+        post(move |Json(body): Json<Value>| {
+            let name = body["beforeToolCall"]["toolName"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            log.lock().expect("log").push(name.clone());
+            async move {
+                if name == "everything_get-sum" {
+                    Json(json!({"id": body["id"], "beforeToolCall": {"proceed": false, "output": "blocked by policy"}}))
+                } else {
+                    Json(json!({}))
+                }
+            }
+        }),
+    );
+    let (url, _task) = support::serve_http(app).await;
+    let mock = MockOpenAi::start().await.expect("mock");
+    let dir = tempfile::tempdir().expect("dir");
+    let toml = format!(
+        "{}\n[[agents]]\nid = \"policed\"\nmodel = \"mock/test-model\"\nmcp_servers = [\"everything\"]\n[[agents.webhooks]]\nurl = \"{url}/policy\"\nkinds = [\"before_tool_call\"]\n",
+        everything(dir.path(), "")
+    );
+    let server = start(&mock, &toml, dir.path()).await;
+    wait_for_tool(&server, "policed", "everything_get-sum").await;
+    mock.push(MockReply::ToolCalls(vec![
+        ("everything_echo".into(), json!({"message": "allowed"})),
+        ("everything_get-sum".into(), json!({"a": 1, "b": 1})),
+    ]));
+    mock.push(MockReply::Text("Done.".into()));
+    let chunks = support::generate(
+        &mut support::agents_client(&server).await,
+        ask("policed", "both"),
+    )
+    .await;
+    assert_eq!(support::finish(&chunks).text, "Done.");
+    assert_eq!(
+        *seen.lock().expect("seen"),
+        ["everything_echo", "everything_get-sum"]
+    );
+    assert_eq!(
+        tool_results(&mock, 1),
+        [
+            json!({"content": [{"type": "text", "text": "Echo: allowed"}]}),
+            json!("blocked by policy"),
+        ]
+    );
+    server.stop().await.expect("stop");
+}

@@ -1,13 +1,16 @@
 //! MCP tools against real MCP servers nobody here wrote: the npm
-//! `@modelcontextprotocol/server-everything` over stdio (`everything.rs`), and a
-//! streamable-HTTP server built with the Python `mcp` SDK (`http.rs`, server in `server.py`).
-//! Both are installed by `scripts/setup.sh`; a missing one fails the test, naming the fix.
+//! `@modelcontextprotocol/server-everything` over stdio (`everything.rs`: calls, approvals,
+//! tool hooks, a killed child restarted), and a streamable-HTTP server built with the Python
+//! `mcp` SDK (`http.rs`, server in `server.py`: env: auth header, list-changed refresh);
+//! `tracing.rs` checks the tool span. Both servers are installed by `scripts/setup.sh`; a
+//! missing one fails the test, naming the fix.
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod everything;
 mod http;
+mod tracing;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
