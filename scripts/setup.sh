@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs, idempotently: Debian redis-server and curl, the Rust lint
-# components, npm and buf, and the Python packages of the client and chart tests (into .venv).
+# components, npm and buf, the MCP test servers (npm, into tests/mcp/node), and the Python
+# packages of the client, MCP and chart tests (into .venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,6 +43,15 @@ fi
 if ! command -v buf >/dev/null 2>&1; then
   echo "setup: installing buf"
   npm install -g --silent @bufbuild/buf@1.75.0 >/dev/null
+fi
+
+# The MCP tests' stdio server (@modelcontextprotocol/server-everything), pinned by its lock
+# file into a project-local node_modules; reinstalled only when the lock file changed.
+mcp_node=tests/mcp/node
+if ! cmp -s "$mcp_node/package-lock.json" "$mcp_node/node_modules/.agentd-installed-lock"; then
+  echo "setup: installing the MCP test servers (npm ci in $mcp_node)"
+  (cd "$mcp_node" && npm ci --silent --no-audit --no-fund)
+  cp "$mcp_node/package-lock.json" "$mcp_node/node_modules/.agentd-installed-lock"
 fi
 
 # The Python packages of the client and chart tests go into a project-local virtualenv:

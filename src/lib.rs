@@ -8,6 +8,7 @@ pub mod agent;
 pub mod api;
 pub mod config;
 pub mod json;
+pub mod mcp;
 pub mod model;
 pub mod pb;
 pub mod server;

@@ -26,6 +26,10 @@ async fn main() -> ExitCode {
             }
             return ExitCode::from(2);
         }
+        if let Err(e) = agentd::mcp::McpHub::check(&config.mcp_servers) {
+            eprintln!("agentd: {e}");
+            return ExitCode::from(2);
+        }
         return match agentd::agent::Agents::from_config(&config) {
             Ok(agents) => {
                 println!(

@@ -172,7 +172,9 @@ async fn serve(
         config.limits.clone(),
         shutdown.clone(),
     );
-    let agents = Arc::new(Agents::from_config(&config)?);
+    // MCP servers connect in the background: one that is down does not hold up the start.
+    let mcp = Arc::new(crate::mcp::McpHub::start(&config.mcp_servers)?);
+    let agents = Arc::new(Agents::with_mcp(&config, &mcp)?);
     let from = config
         .source
         .as_ref()
@@ -260,6 +262,7 @@ async fn serve(
     shutdown.cancel();
     let _ = monitor.await;
     let _ = abort_listener.await;
+    mcp.shutdown().await;
     store.close().await;
     metrics_stop.cancel();
     if let Some(task) = metrics {

@@ -21,6 +21,7 @@ pub mod tools;
 pub mod validate;
 pub mod wire;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -29,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use crate::config::{AgentConfig, Config, ConfigError};
+use crate::mcp::{McpBinding, McpHub};
 use crate::model::{ModelError, ModelProvider, ModelRequest, ModelStream, OpenAiProvider};
 use tools::{HttpTool, ToolSpec};
 
@@ -40,13 +42,27 @@ pub struct AgentDef {
     pub provider: Arc<dyn ModelProvider>,
     /// The model name as the provider knows it (after `provider/`).
     pub model: String,
-    /// Its tools, in order (task tools first, then HTTP tools).
+    /// Its fixed tools, in order (task tools first, then HTTP tools); see [`AgentDef::tools`].
     pub tools: Vec<ToolSpec>,
+    /// The MCP servers whose tools it offers after the fixed ones.
+    pub mcp: Vec<McpBinding>,
     /// Its webhooks, in config order (`config.webhooks`).
     pub webhooks: Vec<Arc<hooks::webhook::Webhook>>,
 }
 
 impl AgentDef {
+    /// Its tools now: the fixed ones, then its MCP servers' as currently listed. Borrowed
+    /// (no work) for an agent without MCP servers; else built from the servers' snapshots.
+    pub fn tools(&self) -> Cow<'_, [ToolSpec]> {
+        if self.mcp.is_empty() {
+            return Cow::Borrowed(&self.tools);
+        }
+        let defaults = &self.config.default_options;
+        Cow::Owned(crate::mcp::with_mcp_tools(&self.tools, &self.mcp, |name| {
+            defaults.require_tool_approval || self.config.require_approval.iter().any(|n| n == name)
+        }))
+    }
+
     /// Whether the agent has the task tools (and so the task-list signal).
     pub fn has_task_tools(&self) -> bool {
         self.config.tools.iter().any(|t| t == "tasks")
@@ -70,9 +86,16 @@ pub struct Agents {
 }
 
 impl Agents {
-    /// Builds every configured agent. A provider whose key is missing does not stop the
-    /// server: its agents fail when run, with the reason.
+    /// Builds every configured agent, without MCP tools (for checking a config). A provider
+    /// whose key is missing does not stop the server: its agents fail when run, with the
+    /// reason.
     pub fn from_config(config: &Config) -> Result<Self, ConfigError> {
+        Self::with_mcp(config, &McpHub::default())
+    }
+
+    /// [`Agents::from_config`], each agent offering the tools of the MCP servers it names
+    /// (those the hub runs).
+    pub fn with_mcp(config: &Config, hub: &McpHub) -> Result<Self, ConfigError> {
         let mut providers: BTreeMap<String, Arc<dyn ModelProvider>> = BTreeMap::new();
         for p in &config.providers {
             let provider: Arc<dyn ModelProvider> = match OpenAiProvider::new(p.clone()) {
@@ -122,6 +145,16 @@ impl Agents {
                         })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
+            let mcp = a
+                .mcp_servers
+                .iter()
+                .filter_map(|u| {
+                    Some(McpBinding {
+                        server: hub.get(u.server())?,
+                        filter: u.tools().map(<[String]>::to_vec),
+                    })
+                })
+                .collect();
             by_id.insert(
                 a.id.clone(),
                 Arc::new(AgentDef {
@@ -129,6 +162,7 @@ impl Agents {
                     provider,
                     model: model.to_owned(),
                     tools,
+                    mcp,
                     webhooks,
                 }),
             );

@@ -1,5 +1,6 @@
 //! The tools an agent can call: the built-in task tools (sharing TaskService's code), HTTP
-//! tools from config, and client tools declared in a request (executed by the caller).
+//! tools from config, MCP servers' tools, and client tools declared in a request (executed by
+//! the caller).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +21,8 @@ pub enum ToolKind {
     Task(TaskOp),
     /// An HTTP endpoint.
     Http(Arc<HttpTool>),
+    /// A tool of an MCP server.
+    Mcp(crate::mcp::McpTool),
     /// Executed by the caller: the run suspends until ApprovalService.Resume.
     Client,
 }
@@ -152,6 +155,7 @@ impl ToolSpec {
             match &self.kind {
                 ToolKind::Task(op) => run_task_tool(*op, env, args).await,
                 ToolKind::Http(tool) => tool.call(env, &self.name, call_id, args).await,
+                ToolKind::Mcp(tool) => tool.call(&self.name, args).await,
                 ToolKind::Client => Err(format!(
                     "Tool \"{}\" is executed by the client and cannot run on the server",
                     self.name

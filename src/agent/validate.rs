@@ -17,14 +17,14 @@ pub fn validate_against_agent(
     request: &RunRequest,
 ) -> Result<(), RunError> {
     let mut violations = Vec::new();
-    let known: Vec<&str> = agent
-        .tools
+    let tools = agent.tools();
+    let known: Vec<&str> = tools
         .iter()
         .map(|t| t.name.as_str())
         .chain(request.client_tools.iter().map(|t| t.name.as_str()))
         .collect();
     for (i, tool) in request.client_tools.iter().enumerate() {
-        if agent.tools.iter().any(|t| t.name == tool.name) {
+        if tools.iter().any(|t| t.name == tool.name) {
             violations.push((
                 format!("client_tools.{i}.name"),
                 format!(

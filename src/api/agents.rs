@@ -68,7 +68,7 @@ fn traced<T>(body: T, (trace_id, span_id): &TraceIds) -> Response<T> {
 fn describe(agent: &AgentDef) -> pb::Agent {
     let config = &agent.config;
     let tools = agent
-        .tools
+        .tools()
         .iter()
         .map(|t| pb::ToolInfo {
             name: t.name.clone(),

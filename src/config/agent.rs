@@ -30,7 +30,11 @@ pub struct AgentConfig {
     /// Tools served by HTTP endpoints (webhooks): agentd POSTs the call, the response is the result.
     #[serde(default)]
     pub http_tools: Vec<HttpToolConfig>,
-    /// Tools whose calls wait for approval.
+    /// MCP servers whose tools it offers (`"name"` or `{ server = "name", tools = [..] }`);
+    /// the model sees them as `{server}_{tool}`.
+    #[serde(default)]
+    pub mcp_servers: Vec<super::McpUse>,
+    /// Tools whose calls wait for approval (MCP tools by the name the model sees).
     #[serde(default)]
     pub require_approval: Vec<String>,
     /// Options applied when a request leaves them unset.
@@ -230,6 +234,7 @@ pub enum ScorerKind {
 pub(super) fn validate_agents(
     agents: &[AgentConfig],
     providers: &HashSet<&str>,
+    mcp_servers: &[super::McpServerConfig],
 ) -> Result<(), ConfigError> {
     let mut ids = HashSet::new();
     for a in agents {
@@ -264,10 +269,11 @@ pub(super) fn validate_agents(
                 )));
             }
         }
+        let mcp_used = super::mcp::validate_agent_use(a, mcp_servers)?;
         if let Some(t) = a
             .require_approval
             .iter()
-            .find(|t| !names.contains(t.as_str()))
+            .find(|t| !names.contains(t.as_str()) && !super::mcp::may_be_mcp_tool(t, &mcp_used))
         {
             return Err(invalid(&format!(
                 "agent {:?}: require_approval names unknown tool {t:?}",

@@ -12,12 +12,14 @@ use serde::Deserialize;
 use crate::model::ProviderConfig;
 
 mod agent;
+mod mcp;
 mod web;
 
 pub use agent::{
     AgentConfig, AgentDefaults, CompletionConfig, HOOK_KINDS, HttpToolConfig, OnHookFailure,
     ScorerKind, ScorerSpec, Strategy, TOOL_SETS, WebhookConfig,
 };
+pub use mcp::{McpServerConfig, McpTransportKind, McpUse, mcp_tool_name};
 pub use web::WebConfig;
 
 /// Declares the settings that have an `AGENTD_*` variable and a flag: the [`Cli`] fields, the
@@ -162,6 +164,8 @@ pub struct Config {
     pub providers: Vec<ProviderConfig>,
     /// Agents served.
     pub agents: Vec<AgentConfig>,
+    /// MCP servers whose tools agents may use.
+    pub mcp_servers: Vec<McpServerConfig>,
     /// The file this configuration was read from, if any (for logs).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -501,7 +505,8 @@ impl Config {
                 )));
             }
         }
-        agent::validate_agents(&self.agents, &providers)?;
+        mcp::validate_servers(&self.mcp_servers)?;
+        agent::validate_agents(&self.agents, &providers, &self.mcp_servers)?;
         Ok(())
     }
 }

@@ -262,7 +262,9 @@ pub fn init_with(
 }
 
 /// What the OTel layer sees: INFO and above, except the crates that carry the export itself
-/// (their events would only add noise, or loop back into the exporter).
+/// (their events would only add noise, or loop back into the exporter) and rmcp, whose spans
+/// last as long as an MCP connection and belong to no run (an MCP call's span is agentd's
+/// `execute_tool`).
 fn otel_filter() -> Targets {
     Targets::new().with_default(LevelFilter::INFO).with_targets(
         [
@@ -275,6 +277,7 @@ fn otel_filter() -> Targets {
             "opentelemetry",
             "opentelemetry_sdk",
             "opentelemetry_otlp",
+            "rmcp",
         ]
         .map(|target| (target, LevelFilter::OFF)),
     )

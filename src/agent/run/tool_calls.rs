@@ -42,7 +42,7 @@ pub fn offered_tools(agent: &AgentDef, request: &RunRequest) -> Vec<ToolSpec> {
         kind: ToolKind::Client,
     });
     agent
-        .tools
+        .tools()
         .iter()
         .cloned()
         .chain(client)
@@ -248,7 +248,7 @@ impl Runner {
         };
         // Client-defined names would make metric labels unbounded.
         let label = match spec.kind {
-            ToolKind::Http(_) | ToolKind::Task(_) => call.name.as_str(),
+            ToolKind::Http(_) | ToolKind::Task(_) | ToolKind::Mcp(_) => call.name.as_str(),
             ToolKind::Client => "client",
         };
         telemetry::metrics().tool_call(label, started.elapsed(), output.is_err());
