@@ -1,10 +1,12 @@
 //! agentd: runs AI agents (tool loops, task lists, human approvals) behind a gRPC contract.
 //!
 //! Layout: `api` is the gRPC edge, `tasks` holds the pure task-list rules, `tasklist` applies
-//! them to stored lists, `store` hides Redis and the embedded store behind one trait.
+//! them to stored lists, `store` hides Redis and the embedded store behind one trait, `cli` is
+//! the command-line client (a gRPC client of a running server).
 
 pub mod agent;
 pub mod api;
+pub mod cli;
 pub mod config;
 pub mod json;
 pub mod model;

@@ -1,16 +1,22 @@
-//! The `agentd` binary: parse config, start the server, shut down gracefully on SIGTERM/SIGINT.
+//! The `agentd` binary: with no subcommand, parse config, start the server, shut down
+//! gracefully on SIGTERM/SIGINT; with one (`chat`, `tasks`, `approvals`, `runs`), a client of a
+//! running server.
 
 use std::process::ExitCode;
 
 use clap::Parser;
 use tracing::{error, info};
 
-use agentd::config::{Cli, Config};
-use agentd::{server, telemetry};
+use agentd::config::Config;
+use agentd::{cli, server, telemetry};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args = cli::Args::parse();
+    if let Some(command) = args.command {
+        return cli::run(command).await;
+    }
+    let cli = args.serve;
     let config = match Config::load(&cli) {
         Ok(config) => config,
         Err(e) => {

@@ -1,0 +1,212 @@
+//! `agentd chat AGENT`: every line typed is a run on one thread; the reply streams as it comes,
+//! and a call that waits for a decision is asked about inline (y/n, a reason on decline; JSON
+//! for a client tool's result), after which the continued run streams on.
+
+use super::client::{CliError, Clients};
+use super::input::Input;
+use super::render::{self, Style};
+use super::stream::Follower;
+use crate::json::to_proto_value;
+use crate::pb::{
+    self, ApproveRequest, DeclineRequest, FinishReason, GenerateRequest, GetAgentRequest,
+    MemoryOptions, OnDisconnect, ResumeRequest, SuspensionKind, ThreadRef,
+};
+
+use super::args::ChatArgs;
+
+/// What the user decided about a waiting call.
+enum Decision {
+    Approve,
+    Decline(Option<String>),
+    Resume(serde_json::Value),
+    /// End of input: the run stays suspended for a later decision.
+    Leave,
+}
+
+/// Runs the chat until end of input.
+pub async fn chat(args: ChatArgs) -> Result<(), CliError> {
+    let style = Style::stdout();
+    let mut clients = Clients::connect(&args.connection).await?;
+    let agent = clients
+        .agents
+        .get_agent(GetAgentRequest {
+            agent_id: args.agent.clone(),
+        })
+        .await
+        .map_err(|s| clients.error(s))?
+        .into_inner();
+    let thread = args
+        .thread
+        .clone()
+        .unwrap_or_else(|| format!("cli-{}", uuid::Uuid::now_v7().simple()));
+    let name = if agent.name.is_empty() {
+        &agent.id
+    } else {
+        &agent.name
+    };
+    render::out(&format!(
+        "{} {}",
+        style.bold(&format!("Chatting with {name}")),
+        style.dim(&format!(
+            "({}) · thread {thread} · resource {}",
+            agent.model, args.resource
+        ))
+    ));
+    render::out(&style.dim("Type a message and press Enter; Ctrl-D ends the chat."));
+    let mut input = Input::stdin();
+    let mut follower = Follower::new(style, true);
+    loop {
+        let Some(line) = input.line(&style.bold("> ")).await? else {
+            render::out("");
+            return Ok(());
+        };
+        let prompt = line.trim();
+        if prompt.is_empty() {
+            continue;
+        }
+        let request = GenerateRequest {
+            agent_id: agent.id.clone(),
+            prompt: prompt.to_owned(),
+            memory: Some(MemoryOptions {
+                thread: Some(ThreadRef {
+                    id: thread.clone(),
+                    ..ThreadRef::default()
+                }),
+                resource: args.resource.clone(),
+                options: None,
+            }),
+            ..GenerateRequest::default()
+        };
+        let outcome = match clients.agents.generate(request).await {
+            Ok(stream) => follower.follow(stream.into_inner(), &clients.server).await,
+            Err(status) => Err(clients.error(status)),
+        };
+        match outcome {
+            Ok(result) => {
+                if !settle(&mut clients, &mut follower, &mut input, style, result).await? {
+                    return Ok(());
+                }
+            }
+            // A refused request (too long, rate limited) ends this turn, not the chat.
+            Err(CliError::Status { code, message }) => {
+                render::out(&style.red(&format!("agentd: {code:?}: {message}")));
+            }
+            Err(other) => return Err(other),
+        }
+    }
+}
+
+/// Decides calls until the run no longer waits; false when the user left (end of input).
+async fn settle(
+    clients: &mut Clients,
+    follower: &mut Follower,
+    input: &mut Input,
+    style: Style,
+    mut result: pb::GenerateResult,
+) -> Result<bool, CliError> {
+    while result.finish_reason() == FinishReason::Suspended {
+        let Some(waiting) = result.suspend_payload.clone() else {
+            break;
+        };
+        let run_id = result.run_id.clone();
+        let tool_call_id = waiting.tool_call_id.clone();
+        // The chat waits for the continuation, so leaving mid-stream stops the run as
+        // Generate's default does.
+        let on_disconnect = OnDisconnect::Abort as i32;
+        let stream = match ask(input, style, &waiting).await? {
+            Decision::Approve => {
+                clients
+                    .approvals
+                    .approve(ApproveRequest {
+                        run_id,
+                        tool_call_id,
+                        on_disconnect,
+                    })
+                    .await
+            }
+            Decision::Decline(reason) => {
+                clients
+                    .approvals
+                    .decline(DeclineRequest {
+                        run_id,
+                        tool_call_id,
+                        reason,
+                        on_disconnect,
+                    })
+                    .await
+            }
+            Decision::Resume(data) => {
+                clients
+                    .approvals
+                    .resume(ResumeRequest {
+                        run_id,
+                        tool_call_id,
+                        data: Some(to_proto_value(&data)),
+                        on_disconnect,
+                    })
+                    .await
+            }
+            Decision::Leave => {
+                render::out("");
+                render::out(&style.yellow(&format!(
+                    "Run {} stays suspended; decide later with `agentd approvals approve {}` \
+                     or `agentd approvals decline {}`.",
+                    result.run_id, result.run_id, result.run_id
+                )));
+                return Ok(false);
+            }
+        }
+        .map_err(|s| clients.error(s))?;
+        result = follower
+            .follow(stream.into_inner(), &clients.server)
+            .await?;
+    }
+    Ok(true)
+}
+
+/// Asks about one waiting call until the answer is usable.
+async fn ask(
+    input: &mut Input,
+    style: Style,
+    waiting: &pb::ToolSuspension,
+) -> Result<Decision, CliError> {
+    let call = render::call_in_full(&waiting.tool_name, waiting.args.as_ref());
+    if waiting.kind() == SuspensionKind::ClientTool {
+        let schema = waiting
+            .resume_schema
+            .as_ref()
+            .map(|s| serde_json::Value::Object(crate::json::from_proto_struct(s)));
+        if let Some(schema) = schema.filter(|s| s.as_object().is_some_and(|o| !o.is_empty())) {
+            render::out(&style.dim(&format!("result schema: {schema}")));
+        }
+        loop {
+            let prompt = style.yellow(&format!("Result of {call} as JSON: "));
+            let Some(line) = input.line(&prompt).await? else {
+                return Ok(Decision::Leave);
+            };
+            match serde_json::from_str(line.trim()) {
+                Ok(value) => return Ok(Decision::Resume(value)),
+                Err(e) => render::out(&style.red(&format!("not JSON ({e}); try again"))),
+            }
+        }
+    }
+    loop {
+        let prompt = style.yellow(&format!("Approve {call}? [y/n] "));
+        let Some(answer) = input.line(&prompt).await? else {
+            return Ok(Decision::Leave);
+        };
+        match answer.trim().to_ascii_lowercase().as_str() {
+            "y" | "yes" => return Ok(Decision::Approve),
+            "n" | "no" => {
+                let Some(reason) = input.line(&style.yellow("Reason (optional): ")).await? else {
+                    return Ok(Decision::Leave);
+                };
+                let reason = reason.trim();
+                return Ok(Decision::Decline(
+                    (!reason.is_empty()).then(|| reason.to_owned()),
+                ));
+            }
+            _ => render::out("Please answer y or n."),
+        }
+    }
+}
