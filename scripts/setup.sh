@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs, idempotently: Debian redis-server, the Rust lint
-# components, npm and buf, and the Python packages of the client and chart tests (into .venv).
+# components, npm and buf, the Python packages of the client and chart tests (into .venv), and
+# the TypeScript example's packages (into its node_modules).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,3 +54,14 @@ for requirements in tests/python/requirements.txt tests/helm/requirements.txt; d
   # Pinned versions: when all are satisfied pip answers locally, without the network.
   .venv/bin/python -m pip install -q --disable-pip-version-check -r "$requirements"
 done
+
+# The TypeScript example's packages, exactly as its package-lock.json pins them; only when
+# missing or older than the lock file, so a second run needs no network.
+example=examples/typescript
+if [ -f "$example/package-lock.json" ] && {
+  [ ! -f "$example/node_modules/.package-lock.json" ] ||
+    [ "$example/package-lock.json" -nt "$example/node_modules/.package-lock.json" ]
+}; then
+  echo "setup: installing $example/node_modules"
+  (cd "$example" && npm ci --no-audit --no-fund --loglevel=error)
+fi
