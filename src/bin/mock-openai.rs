@@ -1,7 +1,8 @@
 //! A stand-in OpenAI-compatible model server for trying agentd without an API key (and for
 //! benchmarks). It plans: offered the task tools, it writes the comma-separated items of the
 //! prompt as a task list, then answers with a summary. Asked for the model `worker`, it also
-//! completes the tasks one per step before answering.
+//! completes the tasks one per step before answering (`slow-worker`: the answer streams a word
+//! at a time, slowly).
 //!
 //! `cargo run --features mock --bin mock-openai -- --listen 127.0.0.1:8080`
 

@@ -41,16 +41,26 @@ pub async fn watch(
         let tasks: Vec<TaskLine> = update.tasks.iter().map(TaskLine::from).collect();
         let lines = render::checklist(style, &title, &tasks);
         if style.terminal {
+            let mut stdout = std::io::stdout().lock();
             if drawn > 0 {
                 // Up to the first line of the last drawing, then clear to the end of screen.
-                let mut stdout = std::io::stdout().lock();
                 let _ = write!(stdout, "\x1b[{drawn}F\x1b[J");
             }
-        } else if drawn > 0 {
-            render::out("");
-        }
-        for line in &lines {
-            render::out(line);
+            // Auto-wrap off while drawing: a line wider than the terminal is cut, not wrapped,
+            // so each line is one row and the next redraw goes up exactly `drawn` rows.
+            let _ = write!(stdout, "\x1b[?7l");
+            for line in &lines {
+                let _ = writeln!(stdout, "{line}");
+            }
+            let _ = write!(stdout, "\x1b[?7h");
+            let _ = stdout.flush();
+        } else {
+            if drawn > 0 {
+                render::out("");
+            }
+            for line in &lines {
+                render::out(line);
+            }
         }
         drawn = lines.len();
         if until_done && render::all_done(&tasks) {

@@ -3,15 +3,29 @@
 //! with `task_complete`, then answers. A turn of it shows a list filling and ticking, which is
 //! what a client's task view (the CLI's checklist, an example's progress) must follow.
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 
 use super::mock::{MockReply, message_text, planner_reply};
 
-/// The mock server's reply by model name: `worker` (and `…/worker`) works through its list,
-/// every other name plans ([`planner_reply`]).
+/// How long `slow-worker` waits before each word of its answer: long enough that a client
+/// can be seen (or re-attach) mid-answer, short enough for a test.
+pub const SLOW_WORD_DELAY: Duration = Duration::from_millis(150);
+
+/// The mock server's reply by model name: `worker` works through its list, `slow-worker` does
+/// the same with its answer streamed a word per [`SLOW_WORD_DELAY`], every other name plans
+/// ([`planner_reply`]).
 pub fn scripted_reply(request: &Value) -> MockReply {
     match request["model"].as_str() {
-        Some(model) if model == "worker" || model.ends_with("/worker") => worker_reply(request),
+        Some("worker") => worker_reply(request),
+        Some("slow-worker") => match worker_reply(request) {
+            MockReply::Text(text) => MockReply::Slow {
+                text,
+                delay_per_delta: SLOW_WORD_DELAY,
+            },
+            other => other,
+        },
         _ => planner_reply(request),
     }
 }
@@ -100,6 +114,20 @@ mod tests {
         let declined = json!({"role": "tool", "content": "not today"});
         let reply = worker_reply(&request("worker", json!([prompt, declined])));
         assert_eq!(reply, MockReply::Text("Stopped: not today".into()));
+    }
+
+    #[test]
+    fn the_slow_worker_streams_its_answer_slowly() {
+        let prompt = json!({"role": "user", "content": "a"});
+        let done = tool(json!({"tasks": [{"id": "task_a", "status": "completed"}]}));
+        let reply = scripted_reply(&request("slow-worker", json!([prompt, done])));
+        assert_eq!(
+            reply,
+            MockReply::Slow {
+                text: "Done: a".into(),
+                delay_per_delta: SLOW_WORD_DELAY
+            }
+        );
     }
 
     #[test]

@@ -184,6 +184,12 @@ instructions = "You work through a task list; a human approves every list."
 model = "mock/worker"
 tools = ["tasks"]
 require_approval = ["task_write"]
+
+[[agents]]
+id = "slow"
+instructions = "You work through a task list and answer slowly."
+model = "mock/slow-worker"
+tools = ["tasks"]
 """
 
 
@@ -191,7 +197,7 @@ require_approval = ["task_write"]
 def keyed_server(mock_model):
     """A second agentd that requires the API key API_KEY, with the mock's `worker` model: it
     writes the prompt's items as tasks and completes them one per step (`careful`: the list
-    waits for approval first)."""
+    waits for approval first; `slow`: the answer streams a word per 150 ms)."""
     proc, address = start_agentd(KEYED_CONFIG.format(base_url=mock_model), AGENTD_API_KEYS=API_KEY)
     yield address
     stop_agentd(proc)

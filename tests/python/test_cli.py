@@ -6,6 +6,7 @@ tasks, completes one per step, then answers `Done: …`; declined: `Stopped: <re
 import os
 import re
 import subprocess
+import time
 import uuid
 
 import pexpect
@@ -58,6 +59,19 @@ def test_chat_streams_the_reply_tool_calls_and_the_task_list_filling_and_ticking
     child.expect("> ")
     transcript = child.before
     assert not ANSI.search(transcript), "NO_COLOR: no escape codes"
+    assert finish(child) == 0
+
+
+def test_chat_prints_the_answer_while_it_streams(keyed_server):
+    child = spawn(keyed_server, "chat", "slow", NO_COLOR="1")
+    child.expect("> ")
+    child.sendline("Tidy up")
+    child.expect(r"\r\nDone: ")
+    shown = time.monotonic()
+    child.expect(r"Tidy up\r\n\[stop · ")
+    # The rest of the answer came word by word (150 ms each) after its first word was shown.
+    assert time.monotonic() - shown >= 0.2
+    child.expect("> ")
     assert finish(child) == 0
 
 
@@ -181,6 +195,30 @@ def test_runs_observe_reattaches_to_a_run(keyed_server, agent_stubs, keyed_chann
     assert code == 0 and not tail.startswith("run ") and "Done: Plan, Do" in tail
 
 
+def test_runs_observe_follows_a_live_run_started_elsewhere(keyed_server, agent_stubs, keyed_channel):
+    s = agent_stubs
+    request = s.agent.GenerateRequest(
+        agent_id="slow",
+        prompt="Write the long report, Send it out",
+        on_disconnect=s.common.ON_DISCONNECT_CONTINUE,
+        memory=s.agent.MemoryOptions(thread=s.agent.ThreadRef(id=f"cli-{uuid.uuid4().hex}"), resource="heidi"),
+    )
+    call = s.agent_rpc.AgentServiceStub(keyed_channel).Generate(request, metadata=AUTH)
+    run_id = next(call).run_id
+    call.cancel()  # the starter goes away; the run goes on (ON_DISCONNECT_CONTINUE)
+
+    child = spawn(keyed_server, "runs", "observe", run_id, NO_COLOR="1")
+    child.expect(f"run {run_id} · agent slow · thread cli-")
+    attached = time.monotonic()
+    child.expect(r"Tasks 2/2 done")
+    child.expect(r"Done: Write the long report, Send it out\r\n\[stop · 4 steps · ")
+    # Seven words at 150 ms: followed live, not replayed from a finished log.
+    assert time.monotonic() - attached >= 0.4
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
 def test_tasks_watch_shows_a_live_checklist_with_progress(keyed_server, stubs, keyed_channel):
     tasks_pb2, tasks_rpc = stubs
     tasks = tasks_rpc.TaskServiceStub(keyed_channel)
@@ -204,8 +242,8 @@ def test_tasks_watch_shows_a_live_checklist_with_progress(keyed_server, stubs, k
     child.expect(r"◐.*Fixing the bug")
     child.expect(r"☐ Add a test")
     tasks.Complete(tasks_pb2.CompleteRequest(thread_id=thread, resource_id=resource, id="task_fix_the_bug"), metadata=AUTH)
-    # Redrawn in place: up three lines (the last drawing), clear, draw again.
-    child.expect(re.escape("\x1b[3F\x1b[J"))
+    # Redrawn in place: up three lines (the last drawing), clear, draw again unwrapped.
+    child.expect(re.escape("\x1b[3F\x1b[J\x1b[?7l"))
     child.expect(r"1/2 done")
     child.expect(r"☑.*Fix the bug")
     tasks.Complete(tasks_pb2.CompleteRequest(thread_id=thread, resource_id=resource, id="task_add_a_test"), metadata=AUTH)
