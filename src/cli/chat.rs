@@ -87,9 +87,10 @@ pub async fn chat(args: ChatArgs) -> Result<(), CliError> {
                     return Ok(());
                 }
             }
-            // A refused request (too long, rate limited) ends this turn, not the chat.
-            Err(CliError::Status { code, message }) => {
-                render::out(&style.red(&format!("agentd: {code:?}: {message}")));
+            // A refused request (too long, rate limited) or a broken stream ends this turn,
+            // not the chat.
+            Err(error @ (CliError::Status { .. } | CliError::Interrupted(_))) => {
+                render::out(&style.red(&format!("agentd: {error}")));
             }
             Err(other) => return Err(other),
         }

@@ -76,6 +76,9 @@ pub enum CliError {
         /// Its message.
         message: String,
     },
+    /// A run's stream broke off before the run ended or suspended.
+    #[error("{0}")]
+    Interrupted(String),
     /// The user's input or the environment is not usable.
     #[error("{0}")]
     Usage(String),
@@ -91,7 +94,7 @@ impl CliError {
     /// The process exit code: scripts can tell "server down" from "wrong key" from "no such run".
     pub fn exit_code(&self) -> u8 {
         match self {
-            Self::RunFailed(_) | Self::Status { .. } | Self::Io(_) => 1,
+            Self::RunFailed(_) | Self::Status { .. } | Self::Interrupted(_) | Self::Io(_) => 1,
             Self::Usage(_) => 2,
             Self::Unreachable { .. } => 3,
             Self::Unauthenticated(_) | Self::PermissionDenied(_) => 4,
@@ -112,6 +115,11 @@ impl CliError {
                 server: server.to_owned(),
                 detail: message,
             },
+            // What a plain HTTP server (or another gRPC service) answers on this port.
+            Code::Unimplemented => Self::Status {
+                code: Code::Unimplemented,
+                message: format!("{message} (is {server} an agentd server?)"),
+            },
             code => Self::Status { code, message },
         }
     }
@@ -127,7 +135,7 @@ impl Clients {
             detail,
         };
         let endpoint = Endpoint::from_shared(server.clone())
-            .map_err(|e| unreachable(format!("invalid address: {e}")))?
+            .map_err(|e| CliError::Usage(format!("--server {server:?} is not an address: {e}")))?
             .connect_timeout(Duration::from_secs(5));
         let channel = endpoint
             .connect()

@@ -51,9 +51,10 @@ impl Follower {
                 }
                 Ok(None) => {
                     self.end_line();
-                    return last.ok_or_else(|| CliError::Status {
-                        code: tonic::Code::Unavailable,
-                        message: "the stream ended before the run finished".to_owned(),
+                    return last.ok_or_else(|| {
+                        CliError::Interrupted(
+                            "the stream ended before the run finished or suspended".to_owned(),
+                        )
                     });
                 }
                 Err(status) => {

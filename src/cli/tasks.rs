@@ -31,10 +31,9 @@ pub async fn watch(
         let update = match stream.message().await {
             Ok(Some(update)) => update,
             Ok(None) => {
-                return Err(CliError::Status {
-                    code: tonic::Code::Unavailable,
-                    message: "the server ended the watch".to_owned(),
-                });
+                return Err(CliError::Interrupted(
+                    "the server ended the watch".to_owned(),
+                ));
             }
             Err(status) => return Err(clients.error(status)),
         };

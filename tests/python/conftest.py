@@ -190,6 +190,13 @@ id = "slow"
 instructions = "You work through a task list and answer slowly."
 model = "mock/slow-worker"
 tools = ["tasks"]
+
+[[agents]]
+id = "slow-careful"
+instructions = "You work through a task list and answer slowly; a human approves every list."
+model = "mock/slow-worker"
+tools = ["tasks"]
+require_approval = ["task_write"]
 """
 
 

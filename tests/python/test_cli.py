@@ -75,6 +75,28 @@ def test_chat_prints_the_answer_while_it_streams(keyed_server):
     assert finish(child) == 0
 
 
+def test_ctrl_c_in_chat_stops_the_run_in_progress(keyed_server):
+    child = spawn(keyed_server, "chat", "slow", NO_COLOR="1")
+    child.expect("> ")
+    child.sendline("Write the long report, Send it out")
+    child.expect(r"run ([0-9a-f]{32})")
+    run_id = child.match.group(1)
+    child.expect(r"\r\nDone: ")
+    child.sendintr()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.signalstatus == 2
+    # The chat's stream was the run's only client (ON_DISCONNECT_ABORT): the run stopped.
+    deadline = time.monotonic() + 10
+    while True:
+        code, out, err = run_cli(keyed_server, "runs", "observe", run_id)
+        if "[aborted · " in out or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert code == 0, err
+    assert "aborted: The client disconnected" in out and "Done: Write the long report" not in out
+
+
 def test_chat_asks_for_approvals_and_a_reason_on_decline(keyed_server, agent_stubs, keyed_channel):
     thread = f"cli-{uuid.uuid4().hex}"
     child = spawn(keyed_server, "chat", "careful", "--thread", thread, "--resource", "carol")
@@ -131,11 +153,11 @@ def test_chat_left_at_an_approval_keeps_the_run_for_later(keyed_server):
     assert code == 0 and f"run {run_id} · agent careful" in out
 
 
-def suspended_run(s, channel, resource, prompt):
-    """A run of `careful` waiting for approval of its task_write (started with the stubs)."""
+def suspended_run(s, channel, resource, prompt, agent="careful"):
+    """A run of `agent` waiting for approval of its task_write (started with the stubs)."""
     thread = f"cli-{uuid.uuid4().hex}"
     request = s.agent.GenerateRequest(
-        agent_id="careful", prompt=prompt, memory=s.agent.MemoryOptions(thread=s.agent.ThreadRef(id=thread), resource=resource)
+        agent_id=agent, prompt=prompt, memory=s.agent.MemoryOptions(thread=s.agent.ThreadRef(id=thread), resource=resource)
     )
     chunks = list(s.agent_rpc.AgentServiceStub(channel).Generate(request, metadata=AUTH))
     result = chunks[-1].finish
@@ -174,6 +196,24 @@ def test_approvals_list_approve_and_decline(keyed_server, agent_stubs, keyed_cha
     assert code == 5 and f"run {first} has no call waiting for a decision" in err
     code, _, err = run_cli(keyed_server, "approvals", "list")
     assert code == 2 and "needs --resource, --thread or --run" in err
+
+
+def test_an_approval_interrupted_while_following_lets_the_run_go_on(keyed_server, agent_stubs, keyed_channel):
+    run_id, _ = suspended_run(agent_stubs, keyed_channel, "ivan", "Write the long report, Send it out", agent="slow-careful")
+    child = spawn(keyed_server, "approvals", "approve", run_id, NO_COLOR="1")
+    child.expect(r"\r\nDone: ")
+    child.sendintr()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.signalstatus == 2
+    deadline = time.monotonic() + 10
+    while True:
+        code, out, err = run_cli(keyed_server, "runs", "observe", run_id)
+        if "[stop · " in out or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert code == 0, err
+    assert "Done: Write the long report, Send it out" in out and "aborted" not in out
 
 
 def test_runs_observe_reattaches_to_a_run(keyed_server, agent_stubs, keyed_channel):
