@@ -1,15 +1,15 @@
 //! `agentd chat AGENT`: every line typed is a run on one thread; the reply streams as it comes,
-//! and a call that waits for a decision is asked about inline (y/n, a reason on decline; JSON
-//! for a client tool's result), after which the continued run streams on.
+//! and a call that waits for approval is asked about inline (y/n, a reason on decline), after
+//! which the continued run streams on. The chat offers no client tools, so its runs never wait
+//! for a client tool's result.
 
 use super::client::{CliError, Clients};
 use super::input::Input;
 use super::render::{self, Style};
 use super::stream::Follower;
-use crate::json::to_proto_value;
 use crate::pb::{
     self, ApproveRequest, DeclineRequest, FinishReason, GenerateRequest, GetAgentRequest,
-    MemoryOptions, OnDisconnect, ResumeRequest, SuspensionKind, ThreadRef,
+    MemoryOptions, OnDisconnect, ThreadRef,
 };
 
 use super::args::ChatArgs;
@@ -18,7 +18,6 @@ use super::args::ChatArgs;
 enum Decision {
     Approve,
     Decline(Option<String>),
-    Resume(serde_json::Value),
     /// End of input: the run stays suspended for a later decision.
     Leave,
 }
@@ -77,18 +76,19 @@ pub async fn chat(args: ChatArgs) -> Result<(), CliError> {
             }),
             ..GenerateRequest::default()
         };
-        let outcome = match clients.agents.generate(request).await {
+        let turn = match clients.agents.generate(request).await {
             Ok(stream) => follower.follow(stream.into_inner(), &clients.server).await,
             Err(status) => Err(clients.error(status)),
         };
-        match outcome {
-            Ok(result) => {
-                if !settle(&mut clients, &mut follower, &mut input, style, result).await? {
-                    return Ok(());
-                }
-            }
-            // A refused request (too long, rate limited) or a broken stream ends this turn,
-            // not the chat.
+        let settled = match turn {
+            Ok(result) => settle(&mut clients, &mut follower, &mut input, style, result).await,
+            Err(error) => Err(error),
+        };
+        match settled {
+            Ok(true) => {}
+            Ok(false) => return Ok(()),
+            // A refused request (too long, rate limited, a decision too late) or a broken
+            // stream ends this turn, not the chat.
             Err(error @ (CliError::Status { .. } | CliError::Interrupted(_))) => {
                 render::out(&style.red(&format!("agentd: {error}")));
             }
@@ -136,17 +136,6 @@ async fn settle(
                     })
                     .await
             }
-            Decision::Resume(data) => {
-                clients
-                    .approvals
-                    .resume(ResumeRequest {
-                        run_id,
-                        tool_call_id,
-                        data: Some(to_proto_value(&data)),
-                        on_disconnect,
-                    })
-                    .await
-            }
             Decision::Leave => {
                 render::out("");
                 render::out(&style.yellow(&format!(
@@ -172,25 +161,6 @@ async fn ask(
     waiting: &pb::ToolSuspension,
 ) -> Result<Decision, CliError> {
     let call = render::call_in_full(&waiting.tool_name, waiting.args.as_ref());
-    if waiting.kind() == SuspensionKind::ClientTool {
-        let schema = waiting
-            .resume_schema
-            .as_ref()
-            .map(|s| serde_json::Value::Object(crate::json::from_proto_struct(s)));
-        if let Some(schema) = schema.filter(|s| s.as_object().is_some_and(|o| !o.is_empty())) {
-            render::out(&style.dim(&format!("result schema: {schema}")));
-        }
-        loop {
-            let prompt = style.yellow(&format!("Result of {call} as JSON: "));
-            let Some(line) = input.line(&prompt).await? else {
-                return Ok(Decision::Leave);
-            };
-            match serde_json::from_str(line.trim()) {
-                Ok(value) => return Ok(Decision::Resume(value)),
-                Err(e) => render::out(&style.red(&format!("not JSON ({e}); try again"))),
-            }
-        }
-    }
     loop {
         let prompt = style.yellow(&format!("Approve {call}? [y/n] "));
         let Some(answer) = input.line(&prompt).await? else {

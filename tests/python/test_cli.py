@@ -317,6 +317,13 @@ def test_errors_are_one_line_with_distinct_exit_codes(keyed_server):
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 4
+    # A refused request ends that turn only: the chat asks for the next line.
+    child = spawn(keyed_server, "chat", "worker", "--resource", "", NO_COLOR="1")
+    child.expect("> ")
+    child.sendline("Anything")
+    child.expect("agentd: the server answered InvalidArgument: memory: A resourceId and a threadId must be provided")
+    child.expect("> ")
+    assert finish(child) == 0
     child = spawn(keyed_server, "chat", "nobody")
     child.expect('agentd: not found: agent "nobody" is not configured')
     child.expect(pexpect.EOF)
