@@ -69,27 +69,35 @@ async fn main() -> ExitCode {
 }
 
 async fn run(config: Config) -> anyhow::Result<()> {
+    // Handlers first: once the server accepts connections a SIGHUP may come at any moment, and
+    // before its handler exists its default action ends the process.
+    let signal = shutdown_signal();
     let running = server::start(config).await?;
     let shutdown = running.shutdown_token();
     tokio::spawn(async move {
-        wait_for_signal().await;
+        signal.await;
         info!("shutdown signal received; draining");
         shutdown.cancel();
     });
     running.wait().await
 }
 
-/// Resolves on SIGINT or SIGTERM (Kubernetes sends the latter). SIGHUP, which would end the
-/// process by default, is logged and ignored: the configuration is read at start only.
-async fn wait_for_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// Installs the signal handlers at once; the future resolves on SIGINT or SIGTERM (Kubernetes
+/// sends the latter). SIGHUP, which would end the process by default, is logged and ignored:
+/// the configuration is read at start only.
+fn shutdown_signal() -> impl Future<Output = ()> {
     #[cfg(unix)]
-    {
+    let unix = {
         use tokio::signal::unix::{SignalKind, signal};
-        match (
+        (
             signal(SignalKind::terminate()),
             signal(SignalKind::hangup()),
-        ) {
+        )
+    };
+    async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        match unix {
             (Ok(mut term), Ok(mut hup)) => {
                 tokio::pin!(ctrl_c);
                 loop {
@@ -106,9 +114,9 @@ async fn wait_for_signal() {
                 let _ = ctrl_c.await;
             }
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
+        #[cfg(not(unix))]
+        {
+            let _ = ctrl_c.await;
+        }
     }
 }
