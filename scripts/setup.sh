@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs, idempotently: Debian redis-server and curl, the Rust lint
-# components, npm and buf, the MCP test servers (npm, into tests/mcp/node), and the Python
-# packages of the client, MCP and chart tests (into .venv).
+# components, npm and buf, the MCP test servers (npm, into tests/mcp/node), the Python packages
+# of the client, MCP and chart tests (into .venv), and the TypeScript example's packages (into
+# its node_modules).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -69,3 +70,14 @@ for requirements in tests/python/requirements.txt tests/helm/requirements.txt; d
   # Pinned versions: when all are satisfied pip answers locally, without the network.
   .venv/bin/python -m pip install -q --disable-pip-version-check -r "$requirements"
 done
+
+# The TypeScript example's packages, exactly as its package-lock.json pins them; only when
+# missing or older than the lock file, so a second run needs no network.
+example=examples/typescript
+if [ -f "$example/package-lock.json" ] && {
+  [ ! -f "$example/node_modules/.package-lock.json" ] ||
+    [ "$example/package-lock.json" -nt "$example/node_modules/.package-lock.json" ]
+}; then
+  echo "setup: installing $example/node_modules"
+  (cd "$example" && npm ci --no-audit --no-fund --loglevel=error)
+fi

@@ -2,10 +2,12 @@
 //!
 //! Layout: `api` is the gRPC edge, `tasks` holds the pure task-list rules, `tasklist` applies
 //! them to stored lists, `store` hides Redis and the embedded store behind one trait, `web` holds
-//! the plain-HTTP endpoints.
+//! the plain-HTTP endpoints, `cli` is the command-line client (a gRPC client of a running
+//! server).
 
 pub mod agent;
 pub mod api;
+pub mod cli;
 pub mod config;
 pub mod json;
 pub mod mcp;

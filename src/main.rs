@@ -1,16 +1,22 @@
-//! The `agentd` binary: parse config, start the server, shut down gracefully on SIGTERM/SIGINT.
+//! The `agentd` binary: with no subcommand, parse config, start the server, shut down
+//! gracefully on SIGTERM/SIGINT; with one (`chat`, `tasks`, `approvals`, `runs`), a client of a
+//! running server.
 
 use std::process::ExitCode;
 
 use clap::Parser;
 use tracing::{error, info};
 
-use agentd::config::{Cli, Config};
-use agentd::{server, telemetry};
+use agentd::config::Config;
+use agentd::{cli, server, telemetry};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args = cli::Args::parse();
+    if let Some(command) = args.command {
+        return cli::run(command).await;
+    }
+    let cli = args.serve;
     let config = match Config::load(&cli) {
         Ok(config) => config,
         Err(e) => {
@@ -67,27 +73,35 @@ async fn main() -> ExitCode {
 }
 
 async fn run(config: Config) -> anyhow::Result<()> {
+    // Handlers first: once the server accepts connections a SIGHUP may come at any moment, and
+    // before its handler exists its default action ends the process.
+    let signal = shutdown_signal();
     let running = server::start(config).await?;
     let shutdown = running.shutdown_token();
     tokio::spawn(async move {
-        wait_for_signal().await;
+        signal.await;
         info!("shutdown signal received; draining");
         shutdown.cancel();
     });
     running.wait().await
 }
 
-/// Resolves on SIGINT or SIGTERM (Kubernetes sends the latter). SIGHUP, which would end the
-/// process by default, is logged and ignored: the configuration is read at start only.
-async fn wait_for_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// Installs the signal handlers at once; the future resolves on SIGINT or SIGTERM (Kubernetes
+/// sends the latter). SIGHUP, which would end the process by default, is logged and ignored:
+/// the configuration is read at start only.
+fn shutdown_signal() -> impl Future<Output = ()> {
     #[cfg(unix)]
-    {
+    let unix = {
         use tokio::signal::unix::{SignalKind, signal};
-        match (
+        (
             signal(SignalKind::terminate()),
             signal(SignalKind::hangup()),
-        ) {
+        )
+    };
+    async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        match unix {
             (Ok(mut term), Ok(mut hup)) => {
                 tokio::pin!(ctrl_c);
                 loop {
@@ -104,9 +118,9 @@ async fn wait_for_signal() {
                 let _ = ctrl_c.await;
             }
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
+        #[cfg(not(unix))]
+        {
+            let _ = ctrl_c.await;
+        }
     }
 }

@@ -20,3 +20,25 @@ pub fn descriptor_pool() -> Result<&'static prost_reflect::DescriptorPool, Strin
         });
     POOL.as_ref().map_err(Clone::clone)
 }
+
+impl TaskStatus {
+    /// The task-list rules' status this stands for; `None` for UNSPECIFIED.
+    pub fn to_task_status(self) -> Option<crate::tasks::TaskStatus> {
+        match self {
+            Self::Pending => Some(crate::tasks::TaskStatus::Pending),
+            Self::InProgress => Some(crate::tasks::TaskStatus::InProgress),
+            Self::Completed => Some(crate::tasks::TaskStatus::Completed),
+            Self::Unspecified => None,
+        }
+    }
+}
+
+impl From<crate::tasks::TaskStatus> for TaskStatus {
+    fn from(status: crate::tasks::TaskStatus) -> Self {
+        match status {
+            crate::tasks::TaskStatus::Pending => Self::Pending,
+            crate::tasks::TaskStatus::InProgress => Self::InProgress,
+            crate::tasks::TaskStatus::Completed => Self::Completed,
+        }
+    }
+}

@@ -56,27 +56,16 @@ fn invalid_with(err: &tasks::ValidationError, rewrite: impl Fn(&str) -> Option<S
 const STATUS_REQUIRED: &str =
     "must be set: TASK_STATUS_PENDING, TASK_STATUS_IN_PROGRESS or TASK_STATUS_COMPLETED";
 
-fn status_to_pb(status: TaskStatus) -> pb::TaskStatus {
-    match status {
-        TaskStatus::Pending => pb::TaskStatus::Pending,
-        TaskStatus::InProgress => pb::TaskStatus::InProgress,
-        TaskStatus::Completed => pb::TaskStatus::Completed,
-    }
-}
-
 /// The status a request's enum value names; `None` for UNSPECIFIED and unknown numbers.
 fn status_from_pb(value: i32) -> Option<TaskStatus> {
-    match pb::TaskStatus::try_from(value) {
-        Ok(pb::TaskStatus::Pending) => Some(TaskStatus::Pending),
-        Ok(pb::TaskStatus::InProgress) => Some(TaskStatus::InProgress),
-        Ok(pb::TaskStatus::Completed) => Some(TaskStatus::Completed),
-        Ok(pb::TaskStatus::Unspecified) | Err(_) => None,
-    }
+    pb::TaskStatus::try_from(value)
+        .ok()
+        .and_then(pb::TaskStatus::to_task_status)
 }
 
 fn task_to_pb(task: Task) -> pb::Task {
     pb::Task {
-        status: status_to_pb(task.status).into(),
+        status: pb::TaskStatus::from(task.status).into(),
         id: task.id,
         content: task.content,
         active_form: task.active_form,

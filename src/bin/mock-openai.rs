@@ -1,13 +1,15 @@
 //! A stand-in OpenAI-compatible model server for trying agentd without an API key (and for
 //! benchmarks). It plans: offered the task tools, it writes the comma-separated items of the
-//! prompt as a task list, then answers with a summary.
+//! prompt as a task list, then answers with a summary. Asked for the model `worker`, it also
+//! completes the tasks one per step before answering (`slow-worker`: the answer streams a word
+//! at a time, slowly).
 //!
 //! `cargo run --features mock --bin mock-openai -- --listen 127.0.0.1:8080`
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use agentd::model::{MockOpenAi, planner_reply};
+use agentd::model::{MockOpenAi, scripted_reply};
 use clap::Parser;
 
 /// Command-line flags.
@@ -24,7 +26,7 @@ async fn main() -> std::io::Result<()> {
     let args = Args::parse();
     let mock = MockOpenAi::start_on(args.listen).await?;
     mock.set_recording(false);
-    mock.set_fallback(Arc::new(planner_reply));
+    mock.set_fallback(Arc::new(scripted_reply));
     println!("mock OpenAI-compatible server at {}", mock.base_url());
     tokio::signal::ctrl_c().await?;
     mock.shutdown().await;

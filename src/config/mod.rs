@@ -134,6 +134,12 @@ fn some<T: Copy>(value: &T) -> Option<T> {
     Some(*value)
 }
 
+/// The server address of the client commands (`agentd chat` …), when `--server` is not given.
+pub const CLIENT_SERVER_ENV: &str = "AGENTD_SERVER";
+/// The API key the client commands send. Only ever read from the environment: a flag's value
+/// would show in `ps` and in shell history.
+pub const CLIENT_API_KEY_ENV: &str = "AGENTD_API_KEY";
+
 /// A comma-separated list, entries trimmed, empty ones dropped.
 fn comma_list(value: &str) -> Vec<String> {
     value

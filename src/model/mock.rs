@@ -545,7 +545,7 @@ fn last_user_text(request: &Value) -> String {
 }
 
 /// The text of a chat message: its string content, or its text parts joined by spaces.
-fn message_text(message: &Value) -> String {
+pub(super) fn message_text(message: &Value) -> String {
     match message.get("content") {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Array(parts)) => parts

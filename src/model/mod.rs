@@ -9,6 +9,8 @@
 mod mock;
 mod openai;
 mod sse;
+#[cfg(feature = "mock")]
+mod worker;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -23,6 +25,8 @@ use tokio_util::sync::CancellationToken;
 pub use mock::{Fallback, MockOpenAi, MockReply, MockRich, MockUsageDetails, planner_reply};
 pub use openai::OpenAiProvider;
 pub use sse::{SseEvent, SseParser};
+#[cfg(feature = "mock")]
+pub use worker::{scripted_reply, worker_reply};
 
 /// One call to a chat model: what to send and how to sample.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -123,27 +123,14 @@ kinds = ["before_tool_call"]
 """
 
 
-@pytest.fixture(scope="session")
-def metrics_port():
-    """The port of the session server's Prometheus /metrics endpoint."""
-    return free_port()
-
-
-@pytest.fixture(scope="session")
-def server_address(mock_model, policy_webhook, metrics_port):
-    """Starts target/debug/agentd (or $AGENTD_BIN) with agents on the mock model and waits until it answers."""
+def start_agentd(config_text, **env):
+    """Starts target/debug/agentd (or $AGENTD_BIN) with this config and extra environment on a
+    free port with its own embedded store; waits until it answers. Returns (process, address)."""
     port = free_port()
     data = tempfile.mkdtemp(prefix="agentd-data-")
     config = pathlib.Path(data) / "agentd.toml"
-    config.write_text(CONFIG.format(base_url=mock_model, webhook_url=policy_webhook))
-    env = dict(
-        os.environ,
-        AGENTD_LISTEN=f"127.0.0.1:{port}",
-        AGENTD_METRICS_LISTEN=f"127.0.0.1:{metrics_port}",
-        AGENTD_DATA_DIR=data,
-        AGENTD_STORE_URL="embedded",
-        AGENTD_CONFIG=str(config),
-    )
+    config.write_text(config_text)
+    env = dict(os.environ, AGENTD_LISTEN=f"127.0.0.1:{port}", AGENTD_DATA_DIR=data, AGENTD_STORE_URL="embedded", AGENTD_CONFIG=str(config), **env)
     proc = subprocess.Popen([binary("agentd")], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     address = f"127.0.0.1:{port}"
     deadline = time.time() + 30
@@ -157,13 +144,90 @@ def server_address(mock_model, policy_webhook, metrics_port):
                 proc.kill()
                 output = proc.stdout.read().decode(errors="replace")
                 pytest.fail(f"agentd did not start:\n{output}")
-    yield address
+    return proc, address
+
+
+def stop_agentd(proc):
     proc.terminate()
     try:
         assert proc.wait(timeout=15) == 0, "agentd exits cleanly on SIGTERM"
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+@pytest.fixture(scope="session")
+def metrics_port():
+    """The port of the session server's Prometheus /metrics endpoint."""
+    return free_port()
+
+
+@pytest.fixture(scope="session")
+def server_address(mock_model, policy_webhook, metrics_port):
+    """The real agentd with agents on the mock model (no API keys), /metrics on metrics_port."""
+    proc, address = start_agentd(
+        CONFIG.format(base_url=mock_model, webhook_url=policy_webhook),
+        AGENTD_METRICS_LISTEN=f"127.0.0.1:{metrics_port}",
+    )
+    yield address
+    stop_agentd(proc)
+
+
+API_KEY = "test-key-0123"
+
+KEYED_CONFIG = """
+[[providers]]
+name = "mock"
+base_url = "{base_url}"
+
+[[agents]]
+id = "worker"
+name = "Worker"
+instructions = "You work through a task list."
+model = "mock/worker"
+tools = ["tasks"]
+
+[[agents]]
+id = "careful"
+instructions = "You work through a task list; a human approves every list."
+model = "mock/worker"
+tools = ["tasks"]
+require_approval = ["task_write"]
+
+[[agents]]
+id = "slow"
+instructions = "You work through a task list and answer slowly."
+model = "mock/slow-worker"
+tools = ["tasks"]
+
+[[agents]]
+id = "slow-careful"
+instructions = "You work through a task list and answer slowly; a human approves every list."
+model = "mock/slow-worker"
+tools = ["tasks"]
+require_approval = ["task_write"]
+"""
+
+
+@pytest.fixture(scope="session")
+def keyed_server(mock_model):
+    """A second agentd that requires the API key API_KEY, with the mock's `worker` model: it
+    writes the prompt's items as tasks and completes them one per step (`careful`: the list
+    waits for approval first; `slow`: the answer streams a word per 150 ms)."""
+    proc, address = start_agentd(KEYED_CONFIG.format(base_url=mock_model), AGENTD_API_KEYS=API_KEY)
+    yield address
+    stop_agentd(proc)
+
+
+# Call metadata that authenticates with keyed_server.
+AUTH = [("authorization", f"Bearer {API_KEY}")]
+
+
+@pytest.fixture()
+def keyed_channel(keyed_server):
+    """A channel to keyed_server (pass metadata=AUTH on each call)."""
+    with grpc.insecure_channel(keyed_server) as channel:
+        yield channel
 
 
 @pytest.fixture()
