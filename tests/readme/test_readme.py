@@ -5,6 +5,8 @@ Every ```sh block runs unless the line before it says why not:
   <!-- readme-test: server <port>... --> a long-running command: started in the background (after
                                          stopping whatever an earlier block started on those
                                          ports), ready once every port accepts connections
+  <!-- readme-test: follow -->           a command that follows a stream until interrupted: it
+                                         must print and keep running for a while, then is stopped
 A block runs with `bash -euo pipefail` from the repository root and must exit 0. The servers'
 data goes to a temporary directory (AGENTD_DATA_DIR), so a developer's ./data is left alone.
 """
@@ -26,7 +28,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-MARKER = re.compile(r"<!--\s*readme-test:\s*(skip|server)\s*(.*?)\s*-->")
+MARKER = re.compile(r"<!--\s*readme-test:\s*(skip|server|follow)\s*(.*?)\s*-->")
+# How long a `follow` block must keep running (and printing) before it is stopped.
+FOLLOW_FOR = 2.0
 # A first build of the release binary happens inside `cargo run --release` on a fresh clone.
 SERVER_START_TIMEOUT = 900
 COMMAND_TIMEOUT = 180
@@ -36,7 +40,7 @@ COMMAND_TIMEOUT = 180
 class Block:
     line: int
     code: str
-    kind: str = "run"  # run | skip | server
+    kind: str = "run"  # run | skip | server | follow
     argument: str = ""
 
 
@@ -136,6 +140,23 @@ class Session:
         )
         assert "ERROR:" not in done.stdout + done.stderr, f"README line {block.line} printed an error:\n{done.stdout}{done.stderr}"
 
+    def follow(self, block: Block) -> None:
+        log = self.logs / f"line-{block.line}.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                ["bash", "-euo", "pipefail", "-c", block.code],
+                cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        time.sleep(FOLLOW_FOR)
+        code = process.poll()
+        if code is None:
+            os.killpg(process.pid, signal.SIGINT)
+            process.wait(timeout=10)
+        output = log.read_text(errors="replace")
+        assert code in (None, 0), f"README line {block.line} failed ({code}):\n{block.code}\n{output}"
+        assert output.strip(), f"README line {block.line} printed nothing in {FOLLOW_FOR}s:\n{block.code}"
+        assert "ERROR:" not in output, f"README line {block.line} printed an error:\n{output}"
+
     def close(self) -> None:
         for server in reversed(self.servers):
             server.stop()
@@ -162,6 +183,8 @@ def test_readme_commands_work_as_written(tmp_path):
                 continue
             if block.kind == "server":
                 session.start(block)
+            elif block.kind == "follow":
+                session.follow(block)
             else:
                 session.run(block)
             ran += 1
