@@ -140,7 +140,7 @@ impl Clients {
         let channel = endpoint
             .connect()
             .await
-            .map_err(|e| unreachable(error_chain(&e)))?;
+            .map_err(|e| unreachable(crate::error_text::error_chain(&e)))?;
         let auth = BearerKey(key);
         Ok(Self {
             agents: AgentServiceClient::with_interceptor(channel.clone(), auth.clone()),
@@ -182,22 +182,6 @@ fn api_key() -> Result<Option<AsciiMetadataValue>, CliError> {
                 "{CLIENT_API_KEY_ENV} holds characters an HTTP header cannot carry"
             ))
         })
-}
-
-/// The error and its causes on one line ("transport error: connection refused").
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        // tonic repeats a cause in its own text at times; say each once.
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -372,22 +372,10 @@ impl Drop for MockOpenAi {
 /// the comma-separated items of the last user message as a task list; afterwards it answers
 /// with a summary. Two steps per run: the shape of a typical planning turn (and the benchmark).
 pub fn planner_reply(request: &Value) -> MockReply {
-    let messages = request["messages"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    // Task-list signals are user messages too, but not the user speaking.
-    let is_prompt = |m: &Value| {
-        let text = message_text(m);
-        m["role"] == "user"
-            && !text.starts_with("<current-task-list")
-            && !text.starts_with("<task-list-update")
-    };
-    let Some(turn) = messages.iter().rposition(is_prompt) else {
+    let Some((prompt, messages)) = last_prompt(request) else {
         return MockReply::Text("Nothing to plan.".to_owned());
     };
-    let prompt = message_text(&messages[turn]);
-    let answered = messages[turn + 1..].iter().any(|m| m["role"] == "tool");
+    let answered = messages.iter().any(|m| m["role"] == "tool");
     let offers_tasks = request["tools"]
         .as_array()
         .is_some_and(|tools| tools.iter().any(|t| t["function"]["name"] == "task_write"));
@@ -545,6 +533,23 @@ fn last_user_text(request: &Value) -> String {
 }
 
 /// The text of a chat message: its string content, or its text parts joined by spaces.
+/// The text of the request's last user message (task-list signals are user messages too, but
+/// not the user speaking) and the messages after it: this turn so far.
+pub(super) fn last_prompt(request: &Value) -> Option<(String, &[Value])> {
+    let messages = request["messages"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let is_prompt = |m: &Value| {
+        let text = message_text(m);
+        m["role"] == "user"
+            && !text.starts_with("<current-task-list")
+            && !text.starts_with("<task-list-update")
+    };
+    let turn = messages.iter().rposition(is_prompt)?;
+    Some((message_text(&messages[turn]), &messages[turn + 1..]))
+}
+
 pub(super) fn message_text(message: &Value) -> String {
     match message.get("content") {
         Some(Value::String(s)) => s.clone(),

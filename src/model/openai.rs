@@ -45,7 +45,6 @@ mod retry;
 mod stream;
 
 use std::collections::VecDeque;
-use std::error::Error as _;
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
@@ -359,16 +358,5 @@ fn send_error(error: reqwest::Error) -> ModelError {
 
 /// A reqwest error with its causes (the useful part, e.g. "connection refused", is a source).
 fn describe(error: &reqwest::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        // hyper and reqwest often repeat their source's message in their own.
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
+    crate::error_text::error_chain(error)
 }

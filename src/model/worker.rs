@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::mock::{MockReply, message_text, planner_reply};
+use super::mock::{MockReply, last_prompt, message_text, planner_reply};
 
 /// How long `slow-worker` waits before each word of its answer: long enough that a client
 /// can be seen (or re-attach) mid-answer, short enough for a test.
@@ -34,25 +34,10 @@ pub fn scripted_reply(request: &Value) -> MockReply {
 /// `Done: <prompt>`. A tool result that is not a task list (a declined call's reason) ends
 /// the turn with `Stopped: <that text>`, so a decline shows in the answer.
 pub fn worker_reply(request: &Value) -> MockReply {
-    let messages = request["messages"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    let is_prompt = |m: &Value| {
-        let text = message_text(m);
-        m["role"] == "user"
-            && !text.starts_with("<current-task-list")
-            && !text.starts_with("<task-list-update")
-    };
-    let Some(turn) = messages.iter().rposition(is_prompt) else {
+    let Some((prompt, turn)) = last_prompt(request) else {
         return MockReply::Text("Nothing to do.".to_owned());
     };
-    let prompt = message_text(&messages[turn]);
-    let Some(last_result) = messages[turn + 1..]
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "tool")
-    else {
+    let Some(last_result) = turn.iter().rev().find(|m| m["role"] == "tool") else {
         // Nothing done yet this turn: plan, exactly as the planner does.
         return planner_reply(request);
     };
