@@ -70,7 +70,15 @@ tools = ["tasks"]
         dir.path().display(),
         mock.base_url()
     );
-    let config = Config::from_toml(&text)?;
+    let mut config = Config::from_toml(&text)?;
+    // AGENTD_BENCH_WEB=off (gRPC only: no gRPC-web or JSON layer, no HTTP/1), =json or
+    // =grpc-web (one of them), to measure what those layers cost gRPC calls.
+    match std::env::var("AGENTD_BENCH_WEB").as_deref() {
+        Ok("off") => (config.web.grpc_web, config.web.json) = (false, false),
+        Ok("json") => config.web.grpc_web = false,
+        Ok("grpc-web") => config.web.json = false,
+        _ => {}
+    }
     config.validate()?;
     let server = agentd::server::start(config).await?;
     let channel = Channel::from_shared(format!("http://{}", server.addr))?
