@@ -12,7 +12,7 @@ use http::{Request, Response, Version};
 use http_body_util::{BodyExt, Full, Limited, StreamBody};
 use prost::Message as _;
 use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, MethodDescriptor};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tonic::body::Body;
 use tonic_types::{ErrorDetails, StatusExt};
 use tower::{BoxError, Service};
@@ -66,10 +66,10 @@ where
     S::Error: Into<BoxError>,
 {
     if request.method() != Method::POST {
-        let mut response = plain_error(
+        let mut response = error_response_as(
+            pool,
             StatusCode::METHOD_NOT_ALLOWED,
-            tonic::Code::Unimplemented,
-            "use POST with a JSON body",
+            &tonic::Status::unimplemented("use POST with a JSON body"),
         );
         response
             .headers_mut()
@@ -90,10 +90,12 @@ where
         } else {
             "application/json"
         };
-        return plain_error(
+        return error_response_as(
+            pool,
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            tonic::Code::InvalidArgument,
-            &format!("content-type must be {expected}, got {content_type:?}"),
+            &tonic::Status::invalid_argument(format!(
+                "content-type must be {expected}, got {content_type:?}"
+            )),
         );
     }
     let format = stream_format(request.headers());
@@ -278,7 +280,7 @@ fn streamed(
         .filter_map(move |event| {
             let line = match event {
                 Event::Message(message) => Some(match message_json(&output, &message) {
-                    Ok(json) => stream_line(format, false, &json!({ "result": json })),
+                    Ok(json) => stream_line(format, false, &json),
                     Err(status) => stream_line(format, true, &status_json(pool, &status)),
                 }),
                 Event::End(status) if status.code() == tonic::Code::Ok => None,
@@ -299,18 +301,14 @@ fn streamed(
     response
 }
 
-/// One streamed item: an NDJSON line, or an SSE event (`error` for a failure).
+/// One streamed item, a message or (`error`) a failure's status: an NDJSON line wrapping it
+/// as `result` or `error`, or an SSE event whose data is it (the event type says which).
 fn stream_line(format: StreamFormat, error: bool, json: &Value) -> Bytes {
-    let text = json.to_string();
-    Bytes::from(match format {
-        StreamFormat::Ndjson if error => format!("{{\"error\":{text}}}\n"),
-        StreamFormat::Ndjson => format!("{text}\n"),
-        StreamFormat::Sse if error => format!("event: error\ndata: {text}\n\n"),
-        StreamFormat::Sse => {
-            // The SSE data is the message itself: the event type already says what it is.
-            let inner = json.get("result").map_or(text, Value::to_string);
-            format!("data: {inner}\n\n")
-        }
+    Bytes::from(match (format, error) {
+        (StreamFormat::Ndjson, true) => format!("{{\"error\":{json}}}\n"),
+        (StreamFormat::Ndjson, false) => format!("{{\"result\":{json}}}\n"),
+        (StreamFormat::Sse, true) => format!("event: error\ndata: {json}\n\n"),
+        (StreamFormat::Sse, false) => format!("data: {json}\n\n"),
     })
 }
 
@@ -499,9 +497,4 @@ fn ndjson_frames(
             }
         }
     })
-}
-
-/// A JSON error response built from an HTTP status and a gRPC code.
-pub fn plain_error(http: StatusCode, code: tonic::Code, message: &str) -> Response<Body> {
-    json_response(http, &json!({ "code": code as i32, "message": message }))
 }

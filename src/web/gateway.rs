@@ -14,8 +14,9 @@ use prost_reflect::{DescriptorPool, MethodDescriptor};
 use tonic::body::Body;
 use tower::{BoxError, Layer, Service};
 
-use super::call::{handle, plain_error};
+use super::call::handle;
 use super::openapi;
+use super::status::error_response_as;
 
 /// The services the JSON mapping serves (reflection is for gRPC tools only).
 pub const JSON_SERVICES: [&str; 4] = [
@@ -157,8 +158,8 @@ where
                     "no such method: {}; the JSON mapping serves POST /{{service}}/{{method}} (see {OPENAPI_PATH})",
                     request.uri().path()
                 );
-                let response =
-                    plain_error(StatusCode::NOT_FOUND, tonic::Code::Unimplemented, &message);
+                let status = tonic::Status::unimplemented(message);
+                let response = error_response_as(shared.pool, StatusCode::NOT_FOUND, &status);
                 Either::Right(Box::pin(async move { Ok(response) }))
             }
             Route::Json(method) => {

@@ -101,6 +101,16 @@ class Session:
     logs: Path
     servers: list[Server] = field(default_factory=list)
 
+    def spawn(self, block: Block) -> tuple[subprocess.Popen, Path]:
+        """Starts `block` in the background, in its own process group, its output in a log."""
+        log = self.logs / f"line-{block.line}.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                ["bash", "-euo", "pipefail", "-c", block.code],
+                cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        return process, log
+
     def start(self, block: Block) -> None:
         ports = [int(p) for p in block.argument.split()]
         assert ports, f"README line {block.line}: a server marker names its ports"
@@ -111,12 +121,7 @@ class Session:
         while any(port_open(p) for p in ports):
             assert time.time() < deadline, f"README line {block.line}: ports {ports} are taken by another program"
             time.sleep(0.1)
-        log = self.logs / f"line-{block.line}.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                ["bash", "-euo", "pipefail", "-c", block.code],
-                cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            )
+        process, log = self.spawn(block)
         server = Server(block, ports, process, log)
         self.servers.append(server)
         deadline = time.time() + SERVER_START_TIMEOUT
@@ -141,12 +146,7 @@ class Session:
         assert "ERROR:" not in done.stdout + done.stderr, f"README line {block.line} printed an error:\n{done.stdout}{done.stderr}"
 
     def follow(self, block: Block) -> None:
-        log = self.logs / f"line-{block.line}.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                ["bash", "-euo", "pipefail", "-c", block.code],
-                cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            )
+        process, log = self.spawn(block)
         time.sleep(FOLLOW_FOR)
         code = process.poll()
         if code is None:

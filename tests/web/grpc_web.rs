@@ -72,6 +72,23 @@ async fn call(
         .expect("grpc-web call")
 }
 
+/// A binary-mode gRPC-web call of `message` (`application/grpc-web+proto`).
+async fn binary(
+    server: &RunningServer,
+    method: &str,
+    origin: &str,
+    message: &impl Message,
+) -> reqwest::Response {
+    call(
+        server,
+        method,
+        "application/grpc-web+proto",
+        origin,
+        frame(message),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn preflight_and_unary_call_from_an_allowed_origin() {
     let (server, _mock, _dir) = server().await;
@@ -108,14 +125,7 @@ async fn preflight_and_unary_call_from_an_allowed_origin() {
             ..Default::default()
         }],
     };
-    let response = call(
-        &server,
-        "agentd.v1.TaskService/Write",
-        "application/grpc-web+proto",
-        ORIGIN,
-        frame(&write),
-    )
-    .await;
+    let response = binary(&server, "agentd.v1.TaskService/Write", ORIGIN, &write).await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["access-control-allow-origin"], ORIGIN);
     let exposed = response.headers()["access-control-expose-headers"]
@@ -165,15 +175,14 @@ async fn preflight_and_unary_call_from_an_allowed_origin() {
     assert_eq!(check.summary.unwrap().in_progress, 1);
 
     // Another origin gets no CORS grant, so its browser refuses to hand over the answer.
-    let response = call(
+    let response = binary(
         &server,
         "agentd.v1.TaskService/Check",
-        "application/grpc-web+proto",
         "https://evil.example",
-        frame(&pb::CheckRequest {
+        &pb::CheckRequest {
             thread_id: "web".into(),
             resource_id: "alice".into(),
-        }),
+        },
     )
     .await;
     assert!(
@@ -194,14 +203,7 @@ async fn a_run_streams_over_grpc_web() {
         prompt: "Hi".into(),
         ..Default::default()
     };
-    let response = call(
-        &server,
-        "agentd.v1.AgentService/Generate",
-        "application/grpc-web+proto",
-        ORIGIN,
-        frame(&request),
-    )
-    .await;
+    let response = binary(&server, "agentd.v1.AgentService/Generate", ORIGIN, &request).await;
     assert_eq!(response.status(), 200);
     let (messages, trailers) = unframe(response.bytes().await.unwrap());
     assert!(trailers.contains("grpc-status:0"), "{trailers:?}");
@@ -218,14 +220,7 @@ async fn a_run_streams_over_grpc_web() {
         prompt: "Hi".into(),
         ..Default::default()
     };
-    let response = call(
-        &server,
-        "agentd.v1.AgentService/Generate",
-        "application/grpc-web+proto",
-        ORIGIN,
-        frame(&request),
-    )
-    .await;
+    let response = binary(&server, "agentd.v1.AgentService/Generate", ORIGIN, &request).await;
     let status = response
         .headers()
         .get("grpc-status")
