@@ -23,11 +23,13 @@ use crate::api::approvals::ApprovalApi;
 use crate::api::auth::ApiKeys;
 use crate::api::layer::RpcLayer;
 use crate::api::tasks::TaskApi;
+use crate::api::threads::ThreadApi;
 use crate::config::{Config, StoreKind, redact_url};
 use crate::pb;
 use crate::pb::agent_service_server::AgentServiceServer;
 use crate::pb::approval_service_server::ApprovalServiceServer;
 use crate::pb::task_service_server::TaskServiceServer;
+use crate::pb::thread_service_server::ThreadServiceServer;
 use crate::store::Store;
 use crate::store::embedded::EmbeddedStore;
 use crate::store::redis::RedisStore;
@@ -39,11 +41,12 @@ use crate::web::{JsonLayer, MetricsEndpoint};
 pub const LIVENESS_SERVICE: &str = "liveness";
 
 /// Services whose health follows the store.
-const STORE_BACKED: [&str; 4] = [
+const STORE_BACKED: [&str; 5] = [
     "",
     <AgentServiceServer<AgentApi> as NamedService>::NAME,
     <TaskServiceServer<TaskApi> as NamedService>::NAME,
     <ApprovalServiceServer<ApprovalApi> as NamedService>::NAME,
+    <ThreadServiceServer<ThreadApi> as NamedService>::NAME,
 ];
 
 /// How long aborted runs get to record their end once the grace period is over.
@@ -175,6 +178,7 @@ async fn serve(
     // MCP servers connect in the background: one that is down does not hold up the start.
     let mcp = Arc::new(crate::mcp::McpHub::start(&config.mcp_servers)?);
     let agents = Arc::new(Agents::with_mcp(&config, &mcp)?);
+    let threads = ThreadApi::new(store.clone(), agents.clone(), config.limits.clone());
     let from = config
         .source
         .as_ref()
@@ -238,6 +242,7 @@ async fn serve(
         .add_service(
             rpc.layer(ApprovalServiceServer::new(approvals).max_decoding_message_size(limit)),
         )
+        .add_service(rpc.layer(ThreadServiceServer::new(threads).max_decoding_message_size(limit)))
         .serve_with_incoming_shutdown(incoming, async move {
             drain.cancelled().await;
         });

@@ -770,11 +770,12 @@ async fn new_threads_get_a_generated_title_and_raw_chunks_on_request() {
     let mock = MockOpenAi::start().await.expect("mock");
     let (_dir, server) = setup(&mock).await;
     let mut client = support::agents_client(&server).await;
-    let (thread, resource) = (support::unique("t"), support::unique("r"));
-    let titled = || {
-        let mut memory = support::memory(&thread, &resource, None);
+    let resource = support::unique("r");
+    let titled = |thread: &str, event: bool| {
+        let mut memory = support::memory(thread, &resource, None);
         if let Some(options) = memory.options.as_mut() {
             options.generate_title = true;
+            options.emit_title_event = event;
         }
         pb::GenerateRequest {
             memory: Some(memory),
@@ -782,11 +783,41 @@ async fn new_threads_get_a_generated_title_and_raw_chunks_on_request() {
             ..request("plain", "How do I bake bread?")
         }
     };
+    let title_chunk = |chunks: &[pb::Chunk]| {
+        chunks.iter().find_map(|c| match &c.payload {
+            Some(Payload::Data(d)) if d.r#type == "data-thread-title" => {
+                d.data.as_ref().map(agentd::json::from_proto_value)
+            }
+            _ => None,
+        })
+    };
+    let threads =
+        pb::thread_service_client::ThreadServiceClient::new(support::channel(&server).await);
+
+    // By default the title comes after the run, without a chunk; GetThread reads it.
+    let quiet = support::unique("t");
     mock.push(MockReply::Text("Knead, rise, bake.".into()));
     mock.push(MockReply::Text(
         "<think>bread, clearly</think>\n Baking Bread ".into(),
     ));
-    let chunks = support::generate(&mut client, titled()).await;
+    let chunks = support::generate(&mut client, titled(&quiet, false)).await;
+    assert_eq!(title_chunk(&chunks), None);
+    assert_eq!(support::finish(&chunks).text, "Knead, rise, bake.");
+    let titled_later = support::eventually(Duration::from_secs(10), || {
+        let mut threads = threads.clone();
+        let request = pb::GetThreadRequest {
+            thread_id: quiet.clone(),
+            resource_id: resource.clone(),
+        };
+        async move {
+            threads
+                .get_thread(request)
+                .await
+                .is_ok_and(|t| t.into_inner().title.as_deref() == Some("Baking Bread"))
+        }
+    })
+    .await;
+    assert!(titled_later, "the background title lands on the thread");
     // The title model reads the reference's instructions and the run's transcript.
     let title_prompt = sent(&mock, 1);
     assert!(
@@ -799,27 +830,25 @@ async fn new_threads_get_a_generated_title_and_raw_chunks_on_request() {
         contents(&title_prompt)[1],
         "User: How do I bake bread?\nAssistant: Knead, rise, bake."
     );
-    let title = chunks.iter().find_map(|c| match &c.payload {
-        Some(Payload::Data(d)) if d.r#type == "data-title" => {
-            d.data.as_ref().map(agentd::json::from_proto_value)
-        }
-        _ => None,
-    });
-    assert_eq!(title, Some(json!({"title": "Baking Bread"})));
+
+    // With the title event, `finish` waits and the title is streamed.
+    let loud = support::unique("t");
+    mock.push(MockReply::Text("Knead, rise, bake.".into()));
+    mock.push(MockReply::Text("Bread Basics".into()));
+    let chunks = support::generate(&mut client, titled(&loud, true)).await;
+    assert_eq!(
+        title_chunk(&chunks),
+        Some(json!({"threadId": loud, "title": "Bread Basics"}))
+    );
     assert!(
         support::kinds(&chunks).contains(&"raw"),
         "include_raw_chunks streams raw events"
     );
-    assert_eq!(support::finish(&chunks).text, "Knead, rise, bake.");
     let calls = mock.requests().len();
     // The thread exists now: no second title.
     mock.push(MockReply::Text("More.".into()));
-    let again = support::generate(&mut client, titled()).await;
-    assert!(
-        !again
-            .iter()
-            .any(|c| matches!(&c.payload, Some(Payload::Data(d)) if d.r#type == "data-title"))
-    );
+    let again = support::generate(&mut client, titled(&loud, true)).await;
+    assert_eq!(title_chunk(&again), None);
     assert_eq!(mock.requests().len(), calls + 1);
     let plain = support::generate(&mut client, request("plain", "no raw")).await;
     assert!(!support::kinds(&plain).contains(&"raw"));

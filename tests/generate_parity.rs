@@ -841,6 +841,7 @@ async fn memory_options_incomplete_calls_and_caller_titles() {
     }
     if let Some(o) = titled.options.as_mut() {
         o.generate_title = true;
+        o.emit_title_event = true;
     }
     let before = w.mock.requests().len();
     w.mock.push(MockReply::Text("ok".into()));
@@ -852,9 +853,9 @@ async fn memory_options_incomplete_calls_and_caller_titles() {
         .await;
     assert_eq!(w.mock.requests().len(), before + 1, "no title call");
     assert!(
-        !chunks
-            .iter()
-            .any(|c| matches!(&c.payload, Some(Payload::Data(d)) if d.r#type == "data-title"))
+        !chunks.iter().any(
+            |c| matches!(&c.payload, Some(Payload::Data(d)) if d.r#type == "data-thread-title")
+        )
     );
     w.stop().await;
 }

@@ -36,7 +36,12 @@ async fn health_follows_redis_down_and_back() {
         resource_id: "health-resource".into(),
     };
 
-    for service in ["", "agentd.v1.TaskService", "agentd.v1.AgentService"] {
+    for service in [
+        "",
+        "agentd.v1.TaskService",
+        "agentd.v1.AgentService",
+        "agentd.v1.ThreadService",
+    ] {
         assert!(
             support::eventually(Duration::from_secs(10), || {
                 let mut h = health.clone();
@@ -94,10 +99,11 @@ async fn health_follows_redis_down_and_back() {
     server.stop().await.expect("clean stop");
 }
 
-const EXPECTED_SERVICES: [&str; 5] = [
+const EXPECTED_SERVICES: [&str; 6] = [
     "agentd.v1.AgentService",
     "agentd.v1.ApprovalService",
     "agentd.v1.TaskService",
+    "agentd.v1.ThreadService",
     "grpc.health.v1.Health",
     "grpc.reflection.v1.ServerReflection",
 ];

@@ -113,7 +113,7 @@ pub enum Event {
     },
     /// A step ended; carries the whole step.
     StepFinish(StepRecord),
-    /// A typed data payload (`data-signal`, `data-title`).
+    /// A typed data payload (`data-signal`, `data-thread-title`).
     Data {
         /// The data type name.
         kind: &'static str,

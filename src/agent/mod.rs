@@ -48,6 +48,8 @@ pub struct AgentDef {
     pub mcp: Vec<McpBinding>,
     /// Its webhooks, in config order (`config.webhooks`).
     pub webhooks: Vec<Arc<hooks::webhook::Webhook>>,
+    /// Its working-memory settings (`[agents.memory.working_memory]`), when enabled.
+    pub working_memory: Option<crate::memory::working::Settings>,
 }
 
 impl AgentDef {
@@ -61,6 +63,21 @@ impl AgentDef {
         Cow::Owned(crate::mcp::with_mcp_tools(&self.tools, &self.mcp, |name| {
             defaults.require_tool_approval || self.config.require_approval.iter().any(|n| n == name)
         }))
+    }
+
+    /// Its working-memory settings, when enabled in its config.
+    pub fn working_memory(&self) -> Option<crate::memory::working::Settings> {
+        self.working_memory.clone()
+    }
+
+    /// The working-memory settings of a run of this agent: its own, changed by the request;
+    /// `None` without memory.
+    pub fn run_working_memory(
+        &self,
+        request: &request::RunRequest,
+    ) -> Option<crate::memory::working::Settings> {
+        let memory = request.memory.as_ref()?;
+        crate::memory::working::resolve(self.working_memory.as_ref(), &memory.working_memory)
     }
 
     /// Whether the agent has the task tools (and so the task-list signal).
@@ -145,6 +162,12 @@ impl Agents {
                         })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
+            let working_memory = match &a.memory.working_memory {
+                Some(wm) => wm.settings().map_err(|e| {
+                    ConfigError::Invalid(format!("agents.{}.memory.working_memory: {e}", a.id))
+                })?,
+                None => None,
+            };
             let mcp = a
                 .mcp_servers
                 .iter()
@@ -164,6 +187,7 @@ impl Agents {
                     tools,
                     mcp,
                     webhooks,
+                    working_memory,
                 }),
             );
         }

@@ -82,10 +82,19 @@ pub struct MemoryRequest {
     /// Generate a title for a thread this run creates.
     #[serde(default)]
     pub generate_title: bool,
+    /// Wait for the title before `finish` and stream it (`data-thread-title`).
+    #[serde(default)]
+    pub emit_title_event: bool,
     /// Leave remembered tool calls without a result out of the prompt (else they are answered
     /// by a pending placeholder).
     #[serde(default = "yes")]
     pub filter_incomplete_tool_calls: bool,
+    /// The request's changes to the agent's working-memory settings.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::memory::working::Overrides::is_empty"
+    )]
+    pub working_memory: crate::memory::working::Overrides,
 }
 
 fn yes() -> bool {

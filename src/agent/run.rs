@@ -129,6 +129,7 @@ impl Runner {
             http: deps.http.clone(),
             run_id: run_id.clone(),
             request_context: Value::Object(request.request_context.clone()),
+            store: deps.store.clone(),
         };
         let loop_start = state.steps.len();
         Self {

@@ -33,6 +33,7 @@ use super::run::{RunDeps, RunOutcome, Runner};
 use super::state::RunState;
 use super::validate::{validate_against_agent, validate_completion};
 use super::{AgentDef, Agents};
+use crate::memory::working;
 use crate::pb;
 use crate::pb::chunk::Payload;
 use crate::store::{Cas, LogLimits, StoreError, ThreadKey, Versioned};
@@ -180,7 +181,9 @@ impl Runtime {
             RunError::Exhausted("too many runs in progress on this server; retry later".into())
         })?;
 
-        let (history, tasks, thread_existed) = self.load_memory(&request).await?;
+        let working = agent.run_working_memory(&request);
+        let (history, tasks, thread_existed, working_data) =
+            self.load_memory(&request, working.as_ref()).await?;
         let span = run_span(&agent, &request, &run_id, parent.as_ref(), &[]);
         let trace = telemetry::run_trace_ids(&span, parent.as_ref());
         let record = RunRecord::start(
@@ -204,7 +207,12 @@ impl Runtime {
             }
         };
         let suspended_tools = self.waiting_client_tools(&request).await?;
+        let read_only = request.memory.as_ref().is_some_and(|m| m.read_only);
         let mut state = RunState::new(request, history, thread_existed);
+        state.working_memory = working.map(|settings| working::RunWorkingMemory {
+            prompt: settings.system_message(working_data.as_deref(), read_only),
+            settings,
+        });
         state.suspended_tools = suspended_tools;
         let stream = self.spawn(Launch {
             agent,
@@ -227,9 +235,10 @@ impl Runtime {
     async fn load_memory(
         &self,
         request: &RunRequest,
-    ) -> Result<(Vec<Message>, TaskList, bool), RunError> {
+        working: Option<&working::Settings>,
+    ) -> Result<(Vec<Message>, TaskList, bool, Option<String>), RunError> {
         let Some(memory) = &request.memory else {
-            return Ok((Vec::new(), TaskList::default(), false));
+            return Ok((Vec::new(), TaskList::default(), false, None));
         };
         let key = ThreadKey {
             thread_id: memory.thread_id.clone(),
@@ -239,12 +248,24 @@ impl Runtime {
         // A row is one message or a run's response (two to four): read a little more than the
         // rows once, more only when the newest messages end inside a long response.
         let mut limit = rows.saturating_mul(2).saturating_add(2);
-        loop {
-            let view = self
+        // Thread-scoped working memory comes in the same round trip; a resource's costs one more.
+        let thread_working = working.is_some_and(|w| w.scope == working::Scope::Thread);
+        let docs: &[&str] = if thread_working {
+            &[TASKS_DOC, working::DOC_KIND]
+        } else {
+            &[TASKS_DOC]
+        };
+        let resource_working = match working {
+            Some(w) if w.scope == working::Scope::Resource => self
                 .deps
                 .store
-                .load_thread(&key, limit, &[TASKS_DOC])
-                .await?;
+                .get_resource_doc(&key.resource_id, working::DOC_KIND)
+                .await?
+                .map(|doc| String::from_utf8_lossy(&doc.value).into_owned()),
+            _ => None,
+        };
+        loop {
+            let view = self.deps.store.load_thread(&key, limit, docs).await?;
             // Rows are counted from each message's role alone; only the window is decoded.
             let (mut at, mut peeks) = (Vec::new(), Vec::new());
             for (i, raw) in view.messages.iter().enumerate() {
@@ -270,7 +291,11 @@ impl Runtime {
             }
             let history = message::sanitize_history(history, memory.filter_incomplete_tool_calls);
             let tasks = TaskList::decode(view.docs.first().and_then(Option::as_ref))?;
-            return Ok((history, tasks, view.exists));
+            let working_data = match view.docs.get(1) {
+                Some(Some(doc)) => Some(String::from_utf8_lossy(&doc.value).into_owned()),
+                _ => resource_working,
+            };
+            return Ok((history, tasks, view.exists, working_data));
         }
     }
 

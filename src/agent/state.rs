@@ -212,6 +212,9 @@ pub struct RunState {
     /// then: the model reads it followed by the response messages added since.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_override: Option<(Vec<Message>, usize)>,
+    /// Working memory: its settings and the system message computed at the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_memory: Option<crate::memory::working::RunWorkingMemory>,
 }
 
 impl RunState {
@@ -236,6 +239,7 @@ impl RunState {
             answered_runs: Vec::new(),
             client_hooks: None,
             prompt_override: None,
+            working_memory: None,
         }
     }
 

@@ -10,7 +10,8 @@ use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::HttpToolConfig;
-use crate::store::ThreadKey;
+use crate::memory::working;
+use crate::store::{Cas, Store, ThreadKey};
 use crate::tasklist::{TaskList, TaskLists};
 use crate::tasks;
 
@@ -23,6 +24,8 @@ pub enum ToolKind {
     Http(Arc<HttpTool>),
     /// A tool of an MCP server.
     Mcp(crate::mcp::McpTool),
+    /// `updateWorkingMemory`, with the run's settings.
+    WorkingMemory(Arc<working::Settings>),
     /// Executed by the caller: the run suspends until ApprovalService.Resume.
     Client,
 }
@@ -140,6 +143,8 @@ pub struct ToolEnv {
     pub run_id: String,
     /// The request's context, sent to HTTP tools.
     pub request_context: Value,
+    /// The store (working memory).
+    pub store: Arc<dyn Store>,
 }
 
 impl ToolSpec {
@@ -156,6 +161,9 @@ impl ToolSpec {
                 ToolKind::Task(op) => run_task_tool(*op, env, args).await,
                 ToolKind::Http(tool) => tool.call(env, &self.name, call_id, args).await,
                 ToolKind::Mcp(tool) => tool.call(&self.name, args).await,
+                ToolKind::WorkingMemory(settings) => {
+                    update_working_memory(settings, env, args).await
+                }
                 ToolKind::Client => Err(format!(
                     "Tool \"{}\" is executed by the client and cannot run on the server",
                     self.name
@@ -167,6 +175,78 @@ impl ToolSpec {
             result = work => result,
         }
     }
+}
+
+/// The `updateWorkingMemory` tool as the model sees it, for a run with these settings.
+pub fn working_memory_tool(settings: working::Settings) -> ToolSpec {
+    let (description, parameters) = settings.tool();
+    ToolSpec {
+        name: working::TOOL_NAME.to_owned(),
+        description: description.to_owned(),
+        parameters,
+        require_approval: false,
+        resume_schema: None,
+        kind: ToolKind::WorkingMemory(Arc::new(settings)),
+    }
+}
+
+/// Most compare-and-set attempts of one working-memory update under concurrent writers.
+const WORKING_MEMORY_ATTEMPTS: usize = 16;
+
+/// One `updateWorkingMemory` call: read, apply the reference's rules, compare-and-set (so two
+/// runs of one resource never lose an update), retry on conflict.
+async fn update_working_memory(
+    settings: &working::Settings,
+    env: &ToolEnv,
+    args: &Value,
+) -> Result<ToolOutput, String> {
+    let Some(key) = &env.thread else {
+        return Err("Memory instance is required for working memory updates".to_owned());
+    };
+    let unavailable = |e: crate::store::StoreError| format!("Working memory unavailable: {e}");
+    for _ in 0..WORKING_MEMORY_ATTEMPTS {
+        let current = match settings.scope {
+            working::Scope::Thread => env.store.get_doc(key, working::DOC_KIND).await,
+            working::Scope::Resource => {
+                env.store
+                    .get_resource_doc(&key.resource_id, working::DOC_KIND)
+                    .await
+            }
+        }
+        .map_err(unavailable)?;
+        let text = current
+            .as_ref()
+            .map(|doc| String::from_utf8_lossy(&doc.value).into_owned());
+        let update = settings.apply(text.as_deref(), args)?;
+        let Some(value) = update.store else {
+            return Ok(ToolOutput {
+                result: update.result,
+                is_error: false,
+            });
+        };
+        let expected = current.map_or(0, |doc| doc.version);
+        let value = bytes::Bytes::from(value);
+        let outcome = match settings.scope {
+            working::Scope::Thread => {
+                env.store
+                    .cas_doc(key, working::DOC_KIND, expected, value)
+                    .await
+            }
+            working::Scope::Resource => {
+                env.store
+                    .cas_resource_doc(&key.resource_id, working::DOC_KIND, expected, value)
+                    .await
+            }
+        }
+        .map_err(unavailable)?;
+        if let Cas::Written(_) = outcome {
+            return Ok(ToolOutput {
+                result: update.result,
+                is_error: false,
+            });
+        }
+    }
+    Err("Working memory is being updated concurrently; try again".to_owned())
 }
 
 /// A validated task mutation, applied to the stored list.

@@ -17,6 +17,7 @@ use crate::agent::runtime::{Runtime, TraceIds};
 use crate::agent::{AgentDef, wire};
 use crate::config::Limits;
 use crate::json::{from_proto_struct, from_proto_value, to_proto_struct};
+use crate::memory::working;
 use crate::model::{ModelSettings, ToolChoice};
 use crate::pb;
 use crate::telemetry;
@@ -375,7 +376,7 @@ fn memory(v: &mut Violations, m: &pb::MemoryOptions, limits: &Limits) -> Option<
     }
     check_id(v, "memory.thread.id", &thread.id, limits);
     check_id(v, "memory.resource", &m.resource, limits);
-    let options = m.options.unwrap_or_default();
+    let options = m.options.clone().unwrap_or_default();
     let last_messages = match options.last_messages {
         None => DEFAULT_LAST_MESSAGES,
         Some(n) => match usize::try_from(n) {
@@ -398,8 +399,56 @@ fn memory(v: &mut Violations, m: &pb::MemoryOptions, limits: &Limits) -> Option<
         last_messages,
         read_only: options.read_only,
         generate_title: options.generate_title,
+        emit_title_event: options.emit_title_event,
         filter_incomplete_tool_calls: options.filter_incomplete_tool_calls.unwrap_or(true),
+        working_memory: options
+            .working_memory
+            .as_ref()
+            .map(|w| working_overrides(v, w))
+            .unwrap_or_default(),
     })
+}
+
+/// A request's working-memory options, checked.
+fn working_overrides(v: &mut Violations, w: &pb::WorkingMemoryOptions) -> working::Overrides {
+    const FIELD: &str = "memory.options.working_memory";
+    let scope = match pb::WorkingMemoryScope::try_from(w.scope) {
+        Ok(pb::WorkingMemoryScope::Unspecified) => None,
+        Ok(pb::WorkingMemoryScope::Resource) => Some(working::Scope::Resource),
+        Ok(pb::WorkingMemoryScope::Thread) => Some(working::Scope::Thread),
+        Err(_) => {
+            v.add(
+                format!("{FIELD}.scope"),
+                format!("unknown WorkingMemoryScope {}", w.scope),
+            );
+            None
+        }
+    };
+    let format = match (&w.template, &w.schema) {
+        (Some(_), Some(_)) => {
+            v.add(FIELD, "set template or schema, not both");
+            None
+        }
+        (Some(template), None) => Some(working::Format::Markdown {
+            template: template.clone(),
+        }),
+        (None, Some(schema)) => {
+            let schema = Value::Object(from_proto_struct(schema));
+            match crate::config::working_memory_schema(&schema) {
+                Ok(schema) => Some(working::Format::Schema { schema }),
+                Err(e) => {
+                    v.add(format!("{FIELD}.schema"), e);
+                    None
+                }
+            }
+        }
+        (None, None) => None,
+    };
+    working::Overrides {
+        enabled: w.enabled,
+        scope,
+        format,
+    }
 }
 
 fn model_settings(v: &mut Violations, s: &pb::ModelSettings) -> ModelSettings {

@@ -9,6 +9,7 @@ pub mod error;
 pub mod hooks;
 pub mod layer;
 pub mod tasks;
+pub mod threads;
 
 use futures::stream::{BoxStream, StreamExt};
 use tonic::Status;

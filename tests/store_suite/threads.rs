@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use agentd::store::{Cas, MessageQuery, ThreadCursor, ThreadInfo, ThreadOrder};
+use agentd::store::{Cas, MessageQuery, Store, ThreadCursor, ThreadInfo, ThreadOrder};
 
 use super::{Fixture, LogLimits, assert_wrong_owner, b, key, v};
 
@@ -288,4 +288,39 @@ async fn delete_run_removes_record_and_log(f: Fixture) {
         s.cas_run("r1", 0, b("new"), ttl).await.unwrap(),
         Cas::Written(1)
     );
+}
+
+#[tokio::test]
+async fn redis_lists_threads_written_before_the_listings_existed() {
+    let server = super::RedisServer::start();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    // A thread as the previous version stored it: meta and messages, no listing entries.
+    redis::cmd("HSET")
+        .arg("agentd:{t:old%3Aone}:meta")
+        .arg("owner")
+        .arg("alice")
+        .arg("created_ms")
+        .arg(5)
+        .arg("updated_ms")
+        .arg(7)
+        .query_async::<()>(&mut c)
+        .await
+        .unwrap();
+    redis::cmd("RPUSH")
+        .arg("agentd:{t:old%3Aone}:msgs")
+        .arg("m0")
+        .query_async::<()>(&mut c)
+        .await
+        .unwrap();
+    let store = agentd::store::redis::RedisStore::connect(&server.url())
+        .await
+        .unwrap();
+    for order in [ThreadOrder::Created, ThreadOrder::Updated] {
+        let listed = store.list_threads("alice", order, None, 10).await.unwrap();
+        assert_eq!(listed.len(), 1, "{order:?}");
+        assert_eq!(listed[0].thread_id, "old:one");
+        assert_eq!((listed[0].created_ms, listed[0].updated_ms), (5, 7));
+        assert_eq!(listed[0].message_count, 1);
+    }
 }

@@ -233,7 +233,7 @@ pub fn finish(chunks: &[pb::Chunk]) -> pb::GenerateResult {
 }
 
 /// Every agentd RPC as (service, method).
-pub const AGENTD_METHODS: [(&str, &str); 14] = [
+pub const AGENTD_METHODS: [(&str, &str); 22] = [
     ("agentd.v1.AgentService", "Generate"),
     ("agentd.v1.AgentService", "Observe"),
     ("agentd.v1.AgentService", "Abort"),
@@ -248,6 +248,14 @@ pub const AGENTD_METHODS: [(&str, &str); 14] = [
     ("agentd.v1.ApprovalService", "Approve"),
     ("agentd.v1.ApprovalService", "Decline"),
     ("agentd.v1.ApprovalService", "Resume"),
+    ("agentd.v1.ThreadService", "ListThreads"),
+    ("agentd.v1.ThreadService", "GetThread"),
+    ("agentd.v1.ThreadService", "UpdateThread"),
+    ("agentd.v1.ThreadService", "DeleteThread"),
+    ("agentd.v1.ThreadService", "ListMessages"),
+    ("agentd.v1.ThreadService", "DeleteMessages"),
+    ("agentd.v1.ThreadService", "GetWorkingMemory"),
+    ("agentd.v1.ThreadService", "UpdateWorkingMemory"),
 ];
 
 /// `message` as a request carrying `metadata`.
@@ -277,6 +285,7 @@ pub async fn call_every_method(
     let channel = channel(server).await;
     let mut agents = AgentServiceClient::new(channel.clone());
     let mut tasks = TaskServiceClient::new(channel.clone());
+    let threads_channel = channel.clone();
     let mut approvals = ApprovalServiceClient::new(channel);
     let thread = unique("every-method");
     let (t, r) = (thread.as_str(), "every-method");
@@ -412,5 +421,78 @@ pub async fn call_every_method(
         },
     ));
     record(13, resume.await.map(drop));
+
+    let mut threads = pb::thread_service_client::ThreadServiceClient::new(threads_channel);
+    let list = threads.list_threads(with_metadata(
+        metadata,
+        pb::ListThreadsRequest {
+            resource_id: r.into(),
+            ..Default::default()
+        },
+    ));
+    record(14, list.await.map(drop));
+    let get = threads.get_thread(with_metadata(
+        metadata,
+        pb::GetThreadRequest {
+            thread_id: t.into(),
+            resource_id: r.into(),
+        },
+    ));
+    record(15, get.await.map(drop));
+    let update = threads.update_thread(with_metadata(
+        metadata,
+        pb::UpdateThreadRequest {
+            thread_id: t.into(),
+            resource_id: r.into(),
+            title: Some("title".into()),
+            ..Default::default()
+        },
+    ));
+    record(16, update.await.map(drop));
+    let delete = threads.delete_thread(with_metadata(
+        metadata,
+        pb::DeleteThreadRequest {
+            thread_id: t.into(),
+            resource_id: r.into(),
+        },
+    ));
+    record(17, delete.await.map(drop));
+    let messages = threads.list_messages(with_metadata(
+        metadata,
+        pb::ListMessagesRequest {
+            thread_id: t.into(),
+            resource_id: r.into(),
+            ..Default::default()
+        },
+    ));
+    record(18, messages.await.map(drop));
+    let delete_messages = threads.delete_messages(with_metadata(
+        metadata,
+        pb::DeleteMessagesRequest {
+            thread_id: t.into(),
+            resource_id: r.into(),
+            message_ids: vec!["msg".into()],
+        },
+    ));
+    record(19, delete_messages.await.map(drop));
+    let get_working = threads.get_working_memory(with_metadata(
+        metadata,
+        pb::GetWorkingMemoryRequest {
+            resource_id: r.into(),
+            ..Default::default()
+        },
+    ));
+    record(20, get_working.await.map(drop));
+    let update_working = threads.update_working_memory(with_metadata(
+        metadata,
+        pb::UpdateWorkingMemoryRequest {
+            resource_id: r.into(),
+            thread_id: t.into(),
+            scope: pb::WorkingMemoryScope::Thread.into(),
+            content: "# notes".into(),
+            ..Default::default()
+        },
+    ));
+    record(21, update_working.await.map(drop));
     out
 }

@@ -1,15 +1,23 @@
 //! What a run keeps in its thread: the task-list signal the model reads between steps, saving
-//! messages (at the end, per step, before suspending), and the generated thread title.
+//! messages (at the end, per step, before suspending), and the generated thread title (in the
+//! background, or before `finish` when the request asks for the title event).
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
 
 use super::Runner;
 use crate::agent::emit::Emitter;
 use crate::agent::event::Event;
 use crate::agent::message::{self, Message, Part, Role, SignalMeta, now_ms};
 use crate::agent::tools::ToolKind;
-use crate::model::{ChatMessage, ModelError, ModelEvent, ModelRequest};
+use crate::memory::threads::Threads;
+use crate::memory::working;
+use crate::model::{ChatMessage, ModelError, ModelEvent, ModelProvider, ModelRequest};
 use crate::store::{StoreError, ThreadKey};
 use crate::tasks::signal::{SignalKind, next_signal};
 
@@ -59,76 +67,45 @@ impl Runner {
                 .any(|t| matches!(t.kind, ToolKind::Task(_)))
     }
 
-    /// Titles a thread this run created (one extra model call, reading the run's transcript as
-    /// the reference does), stores the title with the thread and emits it as a `data-title`
-    /// chunk. A failure is a warning.
+    /// Titles a thread this run created, as the reference does: in the background after the
+    /// run (its `finish` does not wait), or, with `emit_title_event`, before `finish` with a
+    /// `data-thread-title` chunk. A title the caller set meanwhile is never overwritten.
     pub(super) async fn generate_title(&mut self, em: &mut Emitter) {
         self.state.title_pending = false;
-        let Some(memory) = self.state.request.memory.clone() else {
+        let Some(memory) = self.state.request.memory.as_ref() else {
             return;
         };
-        let transcript = transcript(self.state.request.input.iter().chain(&self.state.response));
-        let request = ModelRequest {
+        let job = TitleJob {
+            provider: self.agent.provider.clone(),
             model: self.agent.model.clone(),
-            messages: vec![
-                ChatMessage::system(TITLE_INSTRUCTIONS),
-                ChatMessage::user(transcript),
-            ],
-            ..ModelRequest::default()
+            transcript: transcript(self.state.request.input.iter().chain(&self.state.response)),
+            threads: Threads::new(self.deps.store.clone()),
+            key: ThreadKey {
+                thread_id: memory.thread_id.clone(),
+                resource_id: memory.resource_id.clone(),
+            },
         };
-        let title = match self.collect_text(request).await {
-            Ok(text) => strip_think(&text).trim().to_owned(),
-            Err(e) => {
-                self.state
-                    .warnings
-                    .push(format!("The thread title could not be generated: {e}"));
-                return;
-            }
-        };
-        if title.is_empty() {
+        if !memory.emit_title_event {
+            let thread = job.key.thread_id.clone();
+            tokio::spawn(async move {
+                if let Err(e) = job.run(CancellationToken::new()).await {
+                    warn!(%thread, error = %e, "the thread title could not be generated");
+                }
+            });
             return;
         }
-        let meta = json!({
-            "title": title,
-            "metadata": memory.metadata,
-            "createdAtMs": now_ms(),
-        });
-        let key = ThreadKey {
-            thread_id: memory.thread_id.clone(),
-            resource_id: memory.resource_id.clone(),
-        };
-        if let Err(e) = self
-            .deps
-            .store
-            .append_messages(&key, Some(bytes::Bytes::from(meta.to_string())), Vec::new())
-            .await
-        {
-            self.state
-                .warnings
-                .push(format!("The thread title could not be saved: {e}"));
-            return;
-        }
-        em.emit(Event::Data {
-            kind: "data-title",
-            data: json!({ "title": title }),
-        })
-        .await;
-    }
-
-    /// The text of one model call, without streaming it to the client.
-    async fn collect_text(&self, request: ModelRequest) -> Result<String, ModelError> {
-        let mut stream = self
-            .agent
-            .provider
-            .stream(request, self.cancel.child_token())
-            .await?;
-        let mut text = String::new();
-        while let Some(event) = stream.next().await {
-            if let ModelEvent::TextDelta(delta) = event? {
-                text.push_str(&delta);
+        let thread_id = job.key.thread_id.clone();
+        match job.run(self.cancel.child_token()).await {
+            Ok(Some(title)) => {
+                em.emit(Event::Data {
+                    kind: "data-thread-title",
+                    data: json!({ "threadId": thread_id, "title": title }),
+                })
+                .await;
             }
+            Ok(None) => {}
+            Err(e) => self.state.warnings.push(e),
         }
-        Ok(text)
     }
 
     /// An assistant message of an unfinished step would leave tool calls without results.
@@ -157,8 +134,21 @@ impl Runner {
         if self.state.saved >= all.len() {
             return Ok(());
         }
+        let strip = self.state.working_memory.is_some();
         let mut encoded = Vec::with_capacity(all.len() - self.state.saved);
         for m in &all[self.state.saved..] {
+            let stripped;
+            let m = if strip {
+                match without_working_memory(m) {
+                    Some(kept) => {
+                        stripped = kept;
+                        &stripped
+                    }
+                    None => continue,
+                }
+            } else {
+                m
+            };
             let bytes =
                 serde_json::to_vec(m).map_err(|e| StoreError::Corrupt(format!("message: {e}")))?;
             encoded.push(bytes::Bytes::from(bytes));
@@ -180,6 +170,62 @@ impl Runner {
         self.state.saved = count;
         self.state.thread_existed = true;
         Ok(())
+    }
+}
+
+/// Everything a title needs, detached from the run so that it can outlive it.
+struct TitleJob {
+    provider: Arc<dyn ModelProvider>,
+    model: String,
+    transcript: String,
+    threads: Threads,
+    key: ThreadKey,
+}
+
+/// Longest a title call may take (the reference has no bound; a background task needs one).
+const TITLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl TitleJob {
+    /// Generates the title and stores it unless the thread has one; `Ok(Some)` when stored.
+    async fn run(self, cancel: CancellationToken) -> Result<Option<String>, String> {
+        let request = ModelRequest {
+            model: self.model.clone(),
+            messages: vec![
+                ChatMessage::system(TITLE_INSTRUCTIONS),
+                ChatMessage::user(self.transcript.clone()),
+            ],
+            ..ModelRequest::default()
+        };
+        let text = tokio::time::timeout(TITLE_TIMEOUT, self.collect_text(request, cancel))
+            .await
+            .map_err(|_| "The thread title could not be generated: timed out".to_owned())?
+            .map_err(|e| format!("The thread title could not be generated: {e}"))?;
+        let title = strip_think(&text).trim().to_owned();
+        if title.is_empty() {
+            return Ok(None);
+        }
+        let set = self
+            .threads
+            .set_title_if_absent(&self.key, &title)
+            .await
+            .map_err(|e| format!("The thread title could not be saved: {e}"))?;
+        Ok(set.then_some(title))
+    }
+
+    /// The text of one model call.
+    async fn collect_text(
+        &self,
+        request: ModelRequest,
+        cancel: CancellationToken,
+    ) -> Result<String, ModelError> {
+        let mut stream = self.provider.stream(request, cancel).await?;
+        let mut text = String::new();
+        while let Some(event) = stream.next().await {
+            if let ModelEvent::TextDelta(delta) = event? {
+                text.push_str(&delta);
+            }
+        }
+        Ok(text)
     }
 }
 
@@ -216,6 +262,27 @@ fn strip_think(text: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// A message as saved when the run has working memory: without the `updateWorkingMemory` calls
+/// and results and `<working_memory>` tags (the reference saves neither); `None` when nothing
+/// is left of it.
+fn without_working_memory(m: &Message) -> Option<Message> {
+    let mut m = m.clone();
+    m.parts.retain(|p| match p {
+        Part::ToolCall { tool_name, .. } | Part::ToolResult { tool_name, .. } => {
+            tool_name != working::TOOL_NAME
+        }
+        _ => true,
+    });
+    for part in &mut m.parts {
+        if let Part::Text { text } = part
+            && text.contains("<working_memory>")
+        {
+            *text = working::strip_tags(text);
+        }
+    }
+    (!m.parts.is_empty()).then_some(m)
 }
 
 fn has_calls(m: &Message) -> bool {

@@ -106,7 +106,8 @@ impl Runner {
     }
 
     /// The run's system messages, in order: instructions, the task-list guidance (not again
-    /// in a continuation), the request's extra system messages.
+    /// in a continuation), the request's extra system messages, working memory (after the
+    /// agent's other system messages, as the reference places it).
     pub(super) fn system_messages(&self) -> Vec<String> {
         let request = &self.state.request;
         let instructions = request
@@ -123,6 +124,7 @@ impl Runner {
             .into_iter()
             .chain(guidance.then(|| TASK_LIST_GUIDANCE.to_owned()))
             .chain(request.system.iter().cloned())
+            .chain(self.state.working_memory.as_ref().map(|w| w.prompt.clone()))
             .collect()
     }
 

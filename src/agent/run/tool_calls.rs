@@ -41,10 +41,18 @@ pub fn offered_tools(agent: &AgentDef, request: &RunRequest) -> Vec<ToolSpec> {
         resume_schema: t.resume_schema.clone(),
         kind: ToolKind::Client,
     });
+    // The working-memory tool follows the agent's own, as the reference adds memory's tools.
+    let working = request
+        .memory
+        .as_ref()
+        .filter(|m| !m.read_only)
+        .and_then(|_| agent.run_working_memory(request))
+        .map(crate::agent::tools::working_memory_tool);
     agent
         .tools()
         .iter()
         .cloned()
+        .chain(working)
         .chain(client)
         .filter(|t| request.active_tools.is_empty() || request.active_tools.contains(&t.name))
         .collect()
@@ -248,7 +256,10 @@ impl Runner {
         };
         // Client-defined names would make metric labels unbounded.
         let label = match spec.kind {
-            ToolKind::Http(_) | ToolKind::Task(_) | ToolKind::Mcp(_) => call.name.as_str(),
+            ToolKind::Http(_)
+            | ToolKind::Task(_)
+            | ToolKind::Mcp(_)
+            | ToolKind::WorkingMemory(_) => call.name.as_str(),
             ToolKind::Client => "client",
         };
         telemetry::metrics().tool_call(label, started.elapsed(), output.is_err());

@@ -19,6 +19,7 @@ use crate::agent::request::{OnDisconnect, RunRequest};
 use crate::agent::result::{RunEnd, RunResult};
 use crate::agent::state::{Decision, PendingKind, SuspendedTool};
 use crate::agent::wire;
+use crate::memory::threads::pending_index;
 use crate::pb;
 use crate::store::{Cas, ThreadKey};
 use crate::tasklist::TaskList;
@@ -261,8 +262,4 @@ impl Runtime {
             }
         }
     }
-}
-
-fn pending_index(kind: &str, id: &str) -> String {
-    format!("pending:{kind}:{id}")
 }

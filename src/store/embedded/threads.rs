@@ -352,3 +352,102 @@ pub(super) fn cas_resource_doc(
     docs.insert((resource_id, kind), (version, created, now_ms, value))?;
     Ok(Cas::Written(version))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+    use crate::store::embedded::EmbeddedStore;
+
+    /// Every key of every thread table, as text, to look for a deleted thread's traces.
+    fn thread_table_keys(store: &EmbeddedStore) -> Vec<String> {
+        let tx = store.shared.begin_read().unwrap();
+        let mut keys = Vec::new();
+        for entry in tx.open_table(THREADS).unwrap().iter().unwrap() {
+            keys.push(entry.unwrap().0.value().to_owned());
+        }
+        for entry in tx.open_table(DOCS).unwrap().iter().unwrap() {
+            keys.push(format!("{:?}", entry.unwrap().0.value()));
+        }
+        for entry in tx.open_table(MESSAGES).unwrap().iter().unwrap() {
+            keys.push(format!("{:?}", entry.unwrap().0.value()));
+        }
+        for entry in tx.open_table(THREAD_LIST).unwrap().iter().unwrap() {
+            keys.push(format!("{:?}", entry.unwrap().0.value()));
+        }
+        for entry in tx.open_table(THREAD_DELETED).unwrap().iter().unwrap() {
+            keys.push(entry.unwrap().0.value().to_owned());
+        }
+        for entry in tx.open_table(super::super::INDEX).unwrap().iter().unwrap() {
+            keys.push(format!("{:?}", entry.unwrap().0.value()));
+        }
+        keys
+    }
+
+    #[tokio::test]
+    async fn a_deleted_thread_leaves_no_row_in_any_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EmbeddedStore::open(dir.path()).unwrap();
+        let key = ThreadKey {
+            thread_id: "doomed".into(),
+            resource_id: "r".into(),
+        };
+        let keep = ThreadKey {
+            thread_id: "kept".into(),
+            resource_id: "r".into(),
+        };
+        for k in [&key, &keep] {
+            let messages = vec![Bytes::from_static(b"a"), Bytes::from_static(b"b")];
+            store
+                .append_messages(k, Some(Bytes::from_static(b"{}")), messages)
+                .await
+                .unwrap();
+            store
+                .cas_doc(k, "tasks", 0, Bytes::from_static(b"[]"))
+                .await
+                .unwrap();
+        }
+        store.delete_messages(&key, vec![0]).await.unwrap();
+        assert!(
+            thread_table_keys(&store)
+                .iter()
+                .any(|k| k.contains("doomed"))
+        );
+        assert!(store.delete_thread(&key, &["tasks"]).await.unwrap());
+        let keys = thread_table_keys(&store);
+        assert!(keys.iter().all(|k| !k.contains("doomed")), "{keys:?}");
+        assert!(keys.iter().any(|k| k.contains("kept")));
+    }
+
+    #[tokio::test]
+    async fn threads_written_before_the_listing_existed_are_listed_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = EmbeddedStore::open(dir.path()).unwrap();
+            let key = ThreadKey {
+                thread_id: "old".into(),
+                resource_id: "r".into(),
+            };
+            store
+                .append_messages(&key, None, vec![Bytes::from_static(b"m")])
+                .await
+                .unwrap();
+            // As a store of the previous version left it: threads, no listing.
+            let tx = store.shared.begin_write().unwrap();
+            {
+                let mut list = tx.open_table(THREAD_LIST).unwrap();
+                list.retain(|_, _| false).unwrap();
+            }
+            tx.commit().unwrap();
+            store.close().await;
+        }
+        let store = EmbeddedStore::open(dir.path()).unwrap();
+        let listed = store
+            .list_threads("r", ThreadOrder::Created, None, 10)
+            .await
+            .unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].thread_id, "old");
+        assert_eq!(listed[0].message_count, 1);
+    }
+}
