@@ -43,12 +43,14 @@ use redb::{
 use tokio::sync::oneshot;
 
 use super::{
-    Cas, LogEntry, LogLimits, Store, StoreError, StoreResult, ThreadKey, ThreadView, Versioned,
+    Cas, LogEntry, LogLimits, Store, StoreError, StoreResult, ThreadKey, ThreadView, VectorBatch,
+    VectorEntry, Versioned,
 };
 use notify::{Hub, Subscription, control_stream, follow_stream, watch_stream};
 use writer::{Ctx, Msg, Note};
 
 mod notify;
+mod vectors;
 mod writer;
 
 /// thread id → (owner, created_ms, updated_ms, message count, meta).
@@ -508,6 +510,39 @@ impl Store for EmbeddedStore {
         })
         .await
     }
+
+    async fn append_vectors(
+        &self,
+        resource_id: &str,
+        entries: Vec<VectorEntry>,
+    ) -> StoreResult<()> {
+        let resource_id = resource_id.to_string();
+        self.write(move |tx, _| vectors::append(tx, &resource_id, &entries))
+            .await
+    }
+
+    async fn read_vectors(
+        &self,
+        resource_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> StoreResult<VectorBatch> {
+        let resource_id = resource_id.to_string();
+        self.read(move |tx, _| vectors::read(tx, &resource_id, after, limit))
+            .await
+    }
+
+    async fn delete_vectors(
+        &self,
+        resource_id: &str,
+        thread_id: &str,
+        positions: Option<&[u64]>,
+    ) -> StoreResult<u64> {
+        let (resource_id, thread_id) = (resource_id.to_string(), thread_id.to_string());
+        let positions = positions.map(<[u64]>::to_vec);
+        self.write(move |tx, _| vectors::delete(tx, &resource_id, &thread_id, positions.as_deref()))
+            .await
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -812,6 +847,7 @@ fn create_tables(db: &Database) -> StoreResult<()> {
     tx.open_table(CLAIMS)?;
     tx.open_table(INDEX)?;
     tx.open_table(EXPIRY)?;
+    vectors::create_tables(&tx)?;
     tx.commit()?;
     Ok(())
 }

@@ -13,6 +13,7 @@
 //! | `agentd:{r:<run>}:log`               | list | `<seq>:<bytes>` entries (bounded, TTL) |
 //! | `agentd:{k:<key>}:idem`              | str  | the first claimer's value (TTL)        |
 //! | `agentd:{i:<index>}:set`             | set  | members                                |
+//! | `agentd:{v:<resource>}:…`            |      | vector logs (see `redis/vectors.rs`)   |
 //!
 //! Channels: `agentd:{t:<thread>}:watch:<kind>:<owner>` carries `<version>:<bytes>` (the owner is
 //! part of the name, so a watcher of another resource can never receive the thread's values),
@@ -34,8 +35,11 @@ use redis::{
 };
 
 use super::{
-    Cas, LogEntry, LogLimits, Store, StoreError, StoreResult, ThreadKey, ThreadView, Versioned,
+    Cas, LogEntry, LogLimits, Store, StoreError, StoreResult, ThreadKey, ThreadView, VectorBatch,
+    VectorEntry, Versioned,
 };
+
+mod vectors;
 
 /// Error code raised by the scripts when a thread belongs to another resource.
 const WRONG_OWNER: &str = "WRONGOWNER";
@@ -509,6 +513,32 @@ impl Store for RedisStore {
         // Sets are unordered; sorting keeps results stable (and equal to the embedded store's).
         members.sort_unstable();
         Ok(members)
+    }
+
+    async fn append_vectors(
+        &self,
+        resource_id: &str,
+        entries: Vec<VectorEntry>,
+    ) -> StoreResult<()> {
+        vectors::append(self, resource_id, &entries).await
+    }
+
+    async fn read_vectors(
+        &self,
+        resource_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> StoreResult<VectorBatch> {
+        vectors::read(self, resource_id, after, limit).await
+    }
+
+    async fn delete_vectors(
+        &self,
+        resource_id: &str,
+        thread_id: &str,
+        positions: Option<&[u64]>,
+    ) -> StoreResult<u64> {
+        vectors::delete(self, resource_id, thread_id, positions).await
     }
 }
 
