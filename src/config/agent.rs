@@ -47,6 +47,9 @@ pub struct AgentConfig {
     /// `is_task_complete` replaces them).
     #[serde(default)]
     pub is_task_complete: Option<CompletionConfig>,
+    /// Memory beyond the last messages: the embedder and semantic recall.
+    #[serde(default)]
+    pub memory: super::AgentMemoryConfig,
 }
 
 /// A tool executed by POSTing its call to an HTTP endpoint.
@@ -293,6 +296,7 @@ pub(super) fn validate_agents(
         if let Some(completion) = &a.is_task_complete {
             validate_completion(&a.id, completion, providers)?;
         }
+        super::memory::validate(&a.id, &a.memory, providers)?;
     }
     Ok(())
 }

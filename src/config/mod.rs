@@ -13,6 +13,7 @@ use crate::model::ProviderConfig;
 
 mod agent;
 mod mcp;
+mod memory;
 mod web;
 
 pub use agent::{
@@ -20,6 +21,10 @@ pub use agent::{
     ScorerKind, ScorerSpec, Strategy, TOOL_SETS, WebhookConfig,
 };
 pub use mcp::{McpServerConfig, McpTransportKind, McpUse, mcp_tool_name};
+pub use memory::{
+    AgentMemoryConfig, MAX_MESSAGE_RANGE, MAX_TOP_K, MessageRange, RecallOptions, RecallScope,
+    RecallSetting,
+};
 pub use web::WebConfig;
 
 /// Declares the settings that have an `AGENTD_*` variable and a flag: the [`Cli`] fields, the
