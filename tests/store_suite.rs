@@ -79,6 +79,9 @@ macro_rules! suite {
     };
 }
 
+#[path = "store_suite/threads.rs"]
+mod threads;
+
 suite!(
     ping_answers,
     ownership_is_enforced_on_every_thread_method,

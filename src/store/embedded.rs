@@ -43,17 +43,21 @@ use redb::{
 use tokio::sync::oneshot;
 
 use super::{
-    Cas, LogEntry, LogLimits, Store, StoreError, StoreResult, ThreadKey, ThreadView, VectorBatch,
-    VectorEntry, Versioned,
+    Cas, LogEntry, LogLimits, MessageQuery, Store, StoreError, StoreResult, StoredMessage,
+    ThreadCursor, ThreadInfo, ThreadKey, ThreadOrder, ThreadView, VectorBatch, VectorEntry,
+    Versioned,
 };
 use notify::{Hub, Subscription, control_stream, follow_stream, watch_stream};
 use writer::{Ctx, Msg, Note};
 
+use threads::{owned_thread, save_thread};
+
 mod notify;
+mod threads;
 mod vectors;
 mod writer;
 
-/// thread id → (owner, created_ms, updated_ms, message count, meta).
+/// thread id → (owner, created_ms, updated_ms, next message position, meta).
 const THREADS: TableDefinition<&str, ThreadRow> = TableDefinition::new("threads");
 type ThreadRow = (&'static str, u64, u64, u64, Option<&'static [u8]>);
 /// (thread id, kind) → (version, created_ms, updated_ms, value).
@@ -265,13 +269,9 @@ impl Store for EmbeddedStore {
                     docs: vec![None; kinds.len()],
                 });
             };
-            let count = thread.messages;
-            let first = count.saturating_sub(u64::try_from(last_messages).unwrap_or(u64::MAX));
             let table = tx.open_table(MESSAGES)?;
-            let messages = table
-                .range((key.thread_id.as_str(), first)..(key.thread_id.as_str(), count))?
-                .map(|entry| Ok(Bytes::copy_from_slice(entry?.1.value())))
-                .collect::<StoreResult<Vec<_>>>()?;
+            let messages =
+                threads::last_messages(&table, &key.thread_id, thread.next, last_messages)?;
             let table = tx.open_table(DOCS)?;
             let docs = kinds
                 .iter()
@@ -317,7 +317,7 @@ impl Store for EmbeddedStore {
                 (key.thread_id.as_str(), kind.as_str()),
                 (version, created, ctx.now_ms, value.as_ref()),
             )?;
-            save_thread(&mut threads, &key, thread, ctx.now_ms, None, 0)?;
+            save_thread(tx, &mut threads, &key, thread, ctx.now_ms, None, 0)?;
             let topic = (key.thread_id.clone(), kind.clone(), key.resource_id.clone());
             let value = value.clone();
             ctx.notes
@@ -350,19 +350,20 @@ impl Store for EmbeddedStore {
         key: &ThreadKey,
         thread_meta: Option<Bytes>,
         messages: Vec<Bytes>,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<u64> {
         let key = key.clone();
         self.write(move |tx, ctx| {
             let mut threads = tx.open_table(THREADS)?;
             let thread = owned_thread(&threads, &key)?;
-            let first = thread.as_ref().map_or(0, |thread| thread.messages);
+            let first = thread.as_ref().map_or(0, |thread| thread.next);
             let mut table = tx.open_table(MESSAGES)?;
             for (position, message) in (first..).zip(&messages) {
                 table.insert((key.thread_id.as_str(), position), message.as_ref())?;
             }
             let added = u64::try_from(messages.len()).unwrap_or(u64::MAX);
             let meta = thread_meta.as_deref();
-            save_thread(&mut threads, &key, thread, ctx.now_ms, meta, added)
+            save_thread(tx, &mut threads, &key, thread, ctx.now_ms, meta, added)?;
+            Ok(first)
         })
         .await
     }
@@ -543,18 +544,92 @@ impl Store for EmbeddedStore {
         self.write(move |tx, _| vectors::delete(tx, &resource_id, &thread_id, positions.as_deref()))
             .await
     }
+
+    async fn get_thread(&self, key: &ThreadKey) -> StoreResult<Option<ThreadInfo>> {
+        let key = key.clone();
+        self.read(move |tx, _| threads::get(tx, &key)).await
+    }
+
+    async fn cas_thread_meta(
+        &self,
+        key: &ThreadKey,
+        expected: Option<Bytes>,
+        meta: Bytes,
+    ) -> StoreResult<Option<bool>> {
+        let key = key.clone();
+        self.write(move |tx, ctx| {
+            threads::cas_meta(tx, ctx.now_ms, &key, expected.as_deref(), &meta)
+        })
+        .await
+    }
+
+    async fn list_threads(
+        &self,
+        resource_id: &str,
+        order: ThreadOrder,
+        cursor: Option<ThreadCursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<ThreadInfo>> {
+        let resource_id = resource_id.to_string();
+        self.read(move |tx, _| threads::list(tx, &resource_id, order, cursor.as_ref(), limit))
+            .await
+    }
+
+    async fn read_messages(
+        &self,
+        key: &ThreadKey,
+        query: MessageQuery,
+    ) -> StoreResult<Option<Vec<StoredMessage>>> {
+        let key = key.clone();
+        self.read(move |tx, _| threads::read_messages(tx, &key, query))
+            .await
+    }
+
+    async fn delete_messages(&self, key: &ThreadKey, positions: Vec<u64>) -> StoreResult<u64> {
+        let key = key.clone();
+        self.write(move |tx, ctx| threads::delete_messages(tx, ctx.now_ms, &key, &positions))
+            .await
+    }
+
+    async fn delete_thread(&self, key: &ThreadKey, docs: &[&str]) -> StoreResult<bool> {
+        let key = key.clone();
+        let kinds: Vec<String> = docs.iter().map(|kind| kind.to_string()).collect();
+        self.write(move |tx, _| threads::delete(tx, &key, &kinds))
+            .await
+    }
+
+    async fn get_resource_doc(
+        &self,
+        resource_id: &str,
+        kind: &str,
+    ) -> StoreResult<Option<Versioned>> {
+        let (resource_id, kind) = (resource_id.to_string(), kind.to_string());
+        self.read(move |tx, _| threads::get_resource_doc(tx, &resource_id, &kind))
+            .await
+    }
+
+    async fn cas_resource_doc(
+        &self,
+        resource_id: &str,
+        kind: &str,
+        expected: u64,
+        value: Bytes,
+    ) -> StoreResult<Cas> {
+        let (resource_id, kind) = (resource_id.to_string(), kind.to_string());
+        self.write(move |tx, ctx| {
+            threads::cas_resource_doc(tx, ctx.now_ms, &resource_id, &kind, expected, &value)
+        })
+        .await
+    }
+
+    async fn delete_run(&self, run_id: &str) -> StoreResult<()> {
+        let run_id = run_id.to_string();
+        self.write(move |tx, _| delete_run(tx, &run_id)).await
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Records
-
-/// A decoded thread row.
-struct Thread {
-    owner: String,
-    created_ms: u64,
-    messages: u64,
-    meta: Option<Vec<u8>>,
-}
 
 /// A decoded document row.
 struct Doc {
@@ -578,56 +653,6 @@ struct LogHead {
     first: u64,
     next: u64,
     expires_ms: u64,
-}
-
-/// Reads the thread of `key`: `WrongOwner` if another resource owns it, `None` if absent.
-fn owned_thread(
-    table: &impl ReadableTable<&'static str, ThreadRow>,
-    key: &ThreadKey,
-) -> StoreResult<Option<Thread>> {
-    let thread = table.get(key.thread_id.as_str())?.map(|guard| {
-        let (owner, created_ms, _updated_ms, messages, meta) = guard.value();
-        Thread {
-            owner: owner.to_string(),
-            created_ms,
-            messages,
-            meta: meta.map(<[u8]>::to_vec),
-        }
-    });
-    match thread {
-        Some(thread) if thread.owner != key.resource_id => Err(StoreError::WrongOwner {
-            thread_id: key.thread_id.clone(),
-        }),
-        thread => Ok(thread),
-    }
-}
-
-/// Writes the thread row: creates it for `key.resource_id` or updates the existing one.
-fn save_thread(
-    table: &mut redb::Table<&'static str, ThreadRow>,
-    key: &ThreadKey,
-    existing: Option<Thread>,
-    now_ms: u64,
-    meta: Option<&[u8]>,
-    added_messages: u64,
-) -> StoreResult<()> {
-    let thread = existing.unwrap_or_else(|| Thread {
-        owner: key.resource_id.clone(),
-        created_ms: now_ms,
-        messages: 0,
-        meta: None,
-    });
-    let meta = meta.or(thread.meta.as_deref());
-    let messages = thread.messages.saturating_add(added_messages);
-    let row = (
-        thread.owner.as_str(),
-        thread.created_ms,
-        now_ms,
-        messages,
-        meta,
-    );
-    table.insert(key.thread_id.as_str(), row)?;
-    Ok(())
 }
 
 fn read_doc(
@@ -835,6 +860,18 @@ fn purge(tx: &WriteTransaction, kind: u8, id: &str, now_ms: u64) -> StoreResult<
     Ok(())
 }
 
+/// Deletes a run's record and chunk log now, with their places in the expiry schedule.
+fn delete_run(tx: &WriteTransaction, run_id: &str) -> StoreResult<()> {
+    let run_expiry = read_expiry(&tx.open_table(RUNS)?, run_id, |(_, expires, _)| expires)?;
+    let log_expiry = read_head(&tx.open_table(LOG_HEADS)?, run_id)?.map(|h| h.expires_ms);
+    let mut expiry = tx.open_table(EXPIRY)?;
+    reschedule(&mut expiry, EXPIRING_RUN, run_id, run_expiry, None)?;
+    reschedule(&mut expiry, EXPIRING_LOG, run_id, log_expiry, None)?;
+    drop(expiry);
+    purge(tx, EXPIRING_RUN, run_id, u64::MAX)?;
+    purge(tx, EXPIRING_LOG, run_id, u64::MAX)
+}
+
 /// Creates every table, so that read transactions never meet a missing one.
 fn create_tables(db: &Database) -> StoreResult<()> {
     let tx = db.begin_write()?;
@@ -848,6 +885,9 @@ fn create_tables(db: &Database) -> StoreResult<()> {
     tx.open_table(INDEX)?;
     tx.open_table(EXPIRY)?;
     vectors::create_tables(&tx)?;
+    tx.open_table(threads::THREAD_DELETED)?;
+    tx.open_table(threads::RESOURCE_DOCS)?;
+    threads::backfill_list(&tx)?;
     tx.commit()?;
     Ok(())
 }

@@ -62,6 +62,57 @@ pub struct LogLimits {
     pub ttl: Duration,
 }
 
+/// What the store knows of a thread besides its messages and documents.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadInfo {
+    /// The thread id.
+    pub thread_id: String,
+    /// The owning resource.
+    pub resource_id: String,
+    /// Creation time, Unix milliseconds.
+    pub created_ms: u64,
+    /// Time of the last write to the thread (messages, documents, metadata), Unix milliseconds.
+    pub updated_ms: u64,
+    /// How many messages it holds.
+    pub message_count: u64,
+    /// The opaque metadata (title, metadata as JSON) written with the thread, if any.
+    pub meta: Option<Bytes>,
+}
+
+/// The order of a resource's thread listing (newest first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThreadOrder {
+    /// By creation time.
+    Created,
+    /// By the time of the last write.
+    Updated,
+}
+
+/// A position in a thread listing: the sort time and thread id of the last thread returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadCursor {
+    /// The sort time (creation or update, per the order) of the last thread returned.
+    pub time_ms: u64,
+    /// Its id (ties of one millisecond are ordered by id, descending).
+    pub thread_id: String,
+}
+
+/// Which of a thread's messages to read: positions in `from..to`, at most `limit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MessageQuery {
+    /// Lowest position, inclusive.
+    pub from: u64,
+    /// Highest position, exclusive.
+    pub to: u64,
+    /// At most this many messages.
+    pub limit: usize,
+    /// The newest `limit` of the range (returned newest first) instead of the oldest.
+    pub newest_first: bool,
+}
+
+/// A stored message: its position in the thread (immutable, never reused) and its bytes.
+pub type StoredMessage = (u64, Bytes);
+
 /// One chunk of a run's log: its sequence number and encoded bytes.
 pub type LogEntry = (u64, Bytes);
 
@@ -147,13 +198,69 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<BoxStream<'static, StoreResult<Versioned>>>;
 
     /// Appends messages to a thread, creating it for `key.resource_id` when absent;
-    /// `thread_meta` (title, metadata as JSON) is stored when given.
+    /// `thread_meta` (title, metadata as JSON) is stored when given. Returns the position of
+    /// the first message appended: positions are contiguous per call and never reused, also
+    /// after deletions.
     async fn append_messages(
         &self,
         key: &ThreadKey,
         thread_meta: Option<Bytes>,
         messages: Vec<Bytes>,
-    ) -> StoreResult<()>;
+    ) -> StoreResult<u64>;
+
+    /// Reads a thread's summary (ownership checked; `None` when absent).
+    async fn get_thread(&self, key: &ThreadKey) -> StoreResult<Option<ThreadInfo>>;
+
+    /// Replaces the thread's metadata if it is still `expected` (byte for byte; `None` = none
+    /// stored). `Ok(None)`: the thread is absent; `Ok(Some(false))`: it changed meanwhile.
+    async fn cas_thread_meta(
+        &self,
+        key: &ThreadKey,
+        expected: Option<Bytes>,
+        meta: Bytes,
+    ) -> StoreResult<Option<bool>>;
+
+    /// Lists a resource's threads newest first, after `cursor`, at most `limit`.
+    async fn list_threads(
+        &self,
+        resource_id: &str,
+        order: ThreadOrder,
+        cursor: Option<ThreadCursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<ThreadInfo>>;
+
+    /// Reads messages of a thread by position (`None` when the thread is absent).
+    async fn read_messages(
+        &self,
+        key: &ThreadKey,
+        query: MessageQuery,
+    ) -> StoreResult<Option<Vec<StoredMessage>>>;
+
+    /// Deletes the messages at `positions` at once; returns how many existed.
+    async fn delete_messages(&self, key: &ThreadKey, positions: Vec<u64>) -> StoreResult<u64>;
+
+    /// Deletes a thread at once: its record, messages, the named documents and its place in
+    /// the resource's listing. Returns whether it existed.
+    async fn delete_thread(&self, key: &ThreadKey, docs: &[&str]) -> StoreResult<bool>;
+
+    /// Reads a document of a resource (shared by all its threads), e.g. working memory.
+    async fn get_resource_doc(
+        &self,
+        resource_id: &str,
+        kind: &str,
+    ) -> StoreResult<Option<Versioned>>;
+
+    /// Writes a resource document if its stored version is `expected` (0 = absent).
+    async fn cas_resource_doc(
+        &self,
+        resource_id: &str,
+        kind: &str,
+        expected: u64,
+        value: Bytes,
+    ) -> StoreResult<Cas>;
+
+    /// Deletes a run's record and chunk log (a deleted thread's suspended runs).
+    async fn delete_run(&self, run_id: &str) -> StoreResult<()>;
 
     /// Reads a run record.
     async fn get_run(&self, run_id: &str) -> StoreResult<Option<Versioned>>;

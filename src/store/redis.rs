@@ -13,7 +13,12 @@
 //! | `agentd:{r:<run>}:log`               | list | `<seq>:<bytes>` entries (bounded, TTL) |
 //! | `agentd:{k:<key>}:idem`              | str  | the first claimer's value (TTL)        |
 //! | `agentd:{i:<index>}:set`             | set  | members                                |
+//! | `agentd:{u:<resource>}:threads:created` / `:updated` | zset | thread ids by time     |
+//! | `agentd:{u:<resource>}:doc:<kind>`   | hash | v, value, created_ms, updated_ms       |
 //! | `agentd:{v:<resource>}:…`            |      | vector logs (see `redis/vectors.rs`)   |
+//!
+//! A deleted message leaves an empty string in `msgs` (positions never move) and is counted in
+//! the meta hash's `deleted` field.
 //!
 //! Channels: `agentd:{t:<thread>}:watch:<kind>:<owner>` carries `<version>:<bytes>` (the owner is
 //! part of the name, so a watcher of another resource can never receive the thread's values),
@@ -35,10 +40,12 @@ use redis::{
 };
 
 use super::{
-    Cas, LogEntry, LogLimits, Store, StoreError, StoreResult, ThreadKey, ThreadView, VectorBatch,
-    VectorEntry, Versioned,
+    Cas, LogEntry, LogLimits, MessageQuery, Store, StoreError, StoreResult, StoredMessage,
+    ThreadCursor, ThreadInfo, ThreadKey, ThreadOrder, ThreadView, VectorBatch, VectorEntry,
+    Versioned,
 };
 
+mod threads;
 mod vectors;
 
 /// Error code raised by the scripts when a thread belongs to another resource.
@@ -55,12 +62,31 @@ local function may_use(meta, resource)
   local owner = redis.call('HGET', meta, 'owner')
   return (not owner) or owner == resource, owner
 end
--- Creates the thread for `resource` when absent; bumps updated_ms.
-local function touch_thread(meta, resource, now)
+-- Creates the thread for `resource` when absent; bumps updated_ms; keeps the resource's
+-- listings (by creation, by update) current.
+local function touch_thread(meta, resource, now, by_created, by_updated, thread)
   if redis.call('HSETNX', meta, 'owner', resource) == 1 then
     redis.call('HSET', meta, 'created_ms', now)
+    redis.call('ZADD', by_created, now, thread)
   end
   redis.call('HSET', meta, 'updated_ms', now)
+  redis.call('ZADD', by_updated, now, thread)
+end
+-- The newest `n` (a decimal string) messages, oldest first, skipping deleted ones (empty
+-- strings: positions never move).
+local function last_messages(meta, msgs, n)
+  local deleted = tonumber(redis.call('HGET', meta, 'deleted') or '0')
+  if deleted == 0 then return redis.call('LRANGE', msgs, '-' .. n, -1) end
+  local want = math.min(tonumber(n), redis.call('LLEN', msgs))
+  local raw = redis.call('LRANGE', msgs, -(want + deleted), -1)
+  local kept = {}
+  for i = #raw, 1, -1 do
+    if #kept == want then break end
+    if raw[i] ~= '' then kept[#kept + 1] = raw[i] end
+  end
+  local out = {}
+  for i = #kept, 1, -1 do out[#out + 1] = kept[i] end
+  return out
 end
 -- A versioned hash as {v, value}, or false when absent.
 local function read_versioned(key)
@@ -90,7 +116,7 @@ static LOAD_THREAD: LazyLock<Script> = LazyLock::new(|| {
 local ok, owner = may_use(KEYS[1], ARGV[1])
 if not ok then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
 local msgs = {}
-if ARGV[2] ~= '0' then msgs = redis.call('LRANGE', KEYS[2], '-' .. ARGV[2], -1) end
+if ARGV[2] ~= '0' then msgs = last_messages(KEYS[1], KEYS[2], ARGV[2]) end
 local docs = {}
 for i = 3, #KEYS do docs[i - 2] = read_versioned(KEYS[i]) end
 return {owner and 1 or 0, msgs, docs}
@@ -108,7 +134,8 @@ return read_versioned(KEYS[2])
     )
 });
 
-/// KEYS: meta, doc; ARGV: resource, expected, value, channel → CAS reply.
+/// KEYS: meta, doc, by_created, by_updated; ARGV: resource, expected, value, channel, thread
+/// → CAS reply.
 static CAS_DOC: LazyLock<Script> = LazyLock::new(|| {
     script(
         r#"
@@ -116,7 +143,7 @@ if not may_use(KEYS[1], ARGV[1]) then return redis.error_reply('WRONGOWNER threa
 local now = now_ms()
 local res = cas_versioned(KEYS[2], ARGV[2], ARGV[3], now)
 if res[1] == 1 then
-  touch_thread(KEYS[1], ARGV[1], now)
+  touch_thread(KEYS[1], ARGV[1], now, KEYS[3], KEYS[4], ARGV[5])
   redis.call('PUBLISH', ARGV[4], res[2] .. ':' .. ARGV[3])
 end
 return res
@@ -124,15 +151,17 @@ return res
     )
 });
 
-/// KEYS: meta, msgs; ARGV: resource, has_meta ('1'/'0'), meta, messages… → 1.
+/// KEYS: meta, msgs, by_created, by_updated; ARGV: resource, thread, has_meta ('1'/'0'), meta,
+/// messages… → the position of the first message appended.
 static APPEND_MESSAGES: LazyLock<Script> = LazyLock::new(|| {
     script(
         r#"
 if not may_use(KEYS[1], ARGV[1]) then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
-touch_thread(KEYS[1], ARGV[1], now_ms())
-if ARGV[2] == '1' then redis.call('HSET', KEYS[1], 'meta', ARGV[3]) end
-for i = 4, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
-return 1
+touch_thread(KEYS[1], ARGV[1], now_ms(), KEYS[3], KEYS[4], ARGV[2])
+if ARGV[3] == '1' then redis.call('HSET', KEYS[1], 'meta', ARGV[4]) end
+local first = redis.call('LLEN', KEYS[2])
+for i = 5, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+return first
 "#,
     )
 });
@@ -166,6 +195,10 @@ return 1
 "#,
     )
 });
+
+/// KEYS: doc; ARGV: expected, value → CAS reply (a document without expiry).
+static CAS_PLAIN: LazyLock<Script> =
+    LazyLock::new(|| script("return cas_versioned(KEYS[1], ARGV[1], ARGV[2], now_ms())"));
 
 /// KEYS: key; ARGV: value, ttl_ms → the first claimer's value, or nil when claimed now.
 static CLAIM_KEY: LazyLock<Script> = LazyLock::new(|| {
@@ -248,11 +281,13 @@ impl RedisStore {
         )
         .await
         .map_err(store_err)?;
-        Ok(Self {
+        let store = Self {
             client,
             conn,
             options,
-        })
+        };
+        threads::backfill_listings(&store).await?;
+        Ok(store)
     }
 
     /// Runs one command or script on the shared connection within the call timeout.
@@ -363,10 +398,13 @@ impl Store for RedisStore {
         script
             .key(thread_key(&key.thread_id, "meta"))
             .key(doc_key(&key.thread_id, kind))
+            .key(listing_key(&key.resource_id, ThreadOrder::Created))
+            .key(listing_key(&key.resource_id, ThreadOrder::Updated))
             .arg(&key.resource_id)
             .arg(expected)
             .arg(value.as_ref())
-            .arg(watch_channel(key, kind));
+            .arg(watch_channel(key, kind))
+            .arg(&key.thread_id);
         decode_cas(self.eval(&script).await.map_err(thread_err(key))?)
     }
 
@@ -387,12 +425,15 @@ impl Store for RedisStore {
         key: &ThreadKey,
         thread_meta: Option<Bytes>,
         messages: Vec<Bytes>,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<u64> {
         let mut script = APPEND_MESSAGES.prepare_invoke();
         script
             .key(thread_key(&key.thread_id, "meta"))
             .key(thread_key(&key.thread_id, "msgs"))
-            .arg(&key.resource_id);
+            .key(listing_key(&key.resource_id, ThreadOrder::Created))
+            .key(listing_key(&key.resource_id, ThreadOrder::Updated))
+            .arg(&key.resource_id)
+            .arg(&key.thread_id);
         match &thread_meta {
             Some(meta) => script.arg("1").arg(meta.as_ref()),
             None => script.arg("0").arg(""),
@@ -540,6 +581,82 @@ impl Store for RedisStore {
     ) -> StoreResult<u64> {
         vectors::delete(self, resource_id, thread_id, positions).await
     }
+
+    async fn get_thread(&self, key: &ThreadKey) -> StoreResult<Option<ThreadInfo>> {
+        threads::get(self, key).await
+    }
+
+    async fn cas_thread_meta(
+        &self,
+        key: &ThreadKey,
+        expected: Option<Bytes>,
+        meta: Bytes,
+    ) -> StoreResult<Option<bool>> {
+        threads::cas_meta(self, key, expected, meta).await
+    }
+
+    async fn list_threads(
+        &self,
+        resource_id: &str,
+        order: ThreadOrder,
+        cursor: Option<ThreadCursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<ThreadInfo>> {
+        threads::list(self, resource_id, order, cursor, limit).await
+    }
+
+    async fn read_messages(
+        &self,
+        key: &ThreadKey,
+        query: MessageQuery,
+    ) -> StoreResult<Option<Vec<StoredMessage>>> {
+        threads::read_messages(self, key, query).await
+    }
+
+    async fn delete_messages(&self, key: &ThreadKey, positions: Vec<u64>) -> StoreResult<u64> {
+        threads::delete_messages(self, key, positions).await
+    }
+
+    async fn delete_thread(&self, key: &ThreadKey, docs: &[&str]) -> StoreResult<bool> {
+        threads::delete(self, key, docs).await
+    }
+
+    async fn get_resource_doc(
+        &self,
+        resource_id: &str,
+        kind: &str,
+    ) -> StoreResult<Option<Versioned>> {
+        let mut hmget = redis::cmd("HMGET");
+        hmget
+            .arg(resource_key(resource_id, &format!("doc:{}", esc(kind))))
+            .arg("v")
+            .arg("value");
+        let (version, value): (Option<u64>, Option<Bytes>) = self.query(&hmget).await?;
+        Ok(version
+            .zip(value)
+            .map(|(version, value)| Versioned { version, value }))
+    }
+
+    async fn cas_resource_doc(
+        &self,
+        resource_id: &str,
+        kind: &str,
+        expected: u64,
+        value: Bytes,
+    ) -> StoreResult<Cas> {
+        let mut script = CAS_PLAIN.prepare_invoke();
+        script
+            .key(resource_key(resource_id, &format!("doc:{}", esc(kind))))
+            .arg(expected)
+            .arg(value.as_ref());
+        decode_cas(self.eval(&script).await.map_err(store_err)?)
+    }
+
+    async fn delete_run(&self, run_id: &str) -> StoreResult<()> {
+        let mut del = redis::cmd("DEL");
+        del.arg(run_key(run_id, "run")).arg(run_key(run_id, "log"));
+        self.query::<u64>(&del).await.map(drop)
+    }
 }
 
 /// Maps an error of a thread script: the owner check's error becomes `WrongOwner`.
@@ -680,6 +797,22 @@ fn watch_channel(key: &ThreadKey, kind: &str) -> String {
 /// A key (or channel) of a run.
 fn run_key(run_id: &str, suffix: &str) -> String {
     format!("agentd:{{r:{}}}:{suffix}", esc(run_id))
+}
+
+/// A resource's thread listing (sorted set of thread ids by time). Its tag is the resource's,
+/// so scripts that keep it current with a thread touch two slots: Redis Cluster support will
+/// have to move that update out of the thread scripts.
+fn listing_key(resource_id: &str, order: ThreadOrder) -> String {
+    let suffix = match order {
+        ThreadOrder::Created => "threads:created",
+        ThreadOrder::Updated => "threads:updated",
+    };
+    resource_key(resource_id, suffix)
+}
+
+/// A key of a resource.
+fn resource_key(resource_id: &str, suffix: &str) -> String {
+    format!("agentd:{{u:{}}}:{suffix}", esc(resource_id))
 }
 
 /// The key of an index set.

@@ -1,0 +1,449 @@
+//! Threads on Redis: summaries, metadata compare-and-set, the per-resource listing, reading and
+//! deleting messages by position, and deleting a whole thread.
+
+use std::sync::LazyLock;
+
+use bytes::Bytes;
+use redis::{Script, Value};
+
+use super::{RedisStore, doc_key, listing_key, script, store_err, thread_err, thread_key};
+use crate::store::{
+    MessageQuery, StoreError, StoreResult, StoredMessage, ThreadCursor, ThreadInfo, ThreadKey,
+    ThreadOrder,
+};
+
+/// KEYS: meta, msgs; ARGV: resource → false, or {created_ms, updated_ms, count, meta|false}.
+static GET_THREAD: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local ok, owner = may_use(KEYS[1], ARGV[1])
+if not ok then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
+if not owner then return false end
+local f = redis.call('HMGET', KEYS[1], 'created_ms', 'updated_ms', 'meta', 'deleted')
+local count = redis.call('LLEN', KEYS[2]) - tonumber(f[4] or '0')
+return {f[1] or '0', f[2] or '0', count, f[3]}
+"#,
+    )
+});
+
+/// KEYS: meta, by_created, by_updated; ARGV: resource, thread, has_expected, expected, meta
+/// → 0 absent, 1 written, 2 changed meanwhile.
+static CAS_META: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local ok, owner = may_use(KEYS[1], ARGV[1])
+if not ok then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
+if not owner then return 0 end
+local cur = redis.call('HGET', KEYS[1], 'meta')
+if ARGV[3] == '1' then
+  if cur ~= ARGV[4] then return 2 end
+elseif cur then
+  return 2
+end
+redis.call('HSET', KEYS[1], 'meta', ARGV[5])
+touch_thread(KEYS[1], ARGV[1], now_ms(), KEYS[2], KEYS[3], ARGV[2])
+return 1
+"#,
+    )
+});
+
+/// KEYS: listing; ARGV: limit, has_cursor, time_ms, thread → {thread, …} newest first.
+/// Ties of one millisecond are ordered by id, descending (ZREVRANGEBYSCORE's order).
+static LIST_PAGE: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local limit = tonumber(ARGV[1])
+if ARGV[2] == '0' then return redis.call('ZREVRANGE', KEYS[1], 0, limit - 1) end
+local at = tonumber(ARGV[3])
+local ties = redis.call('ZCOUNT', KEYS[1], ARGV[3], ARGV[3])
+local raw = redis.call('ZREVRANGEBYSCORE', KEYS[1], ARGV[3], '-inf', 'WITHSCORES', 'LIMIT', 0, limit + ties)
+local out = {}
+for i = 1, #raw, 2 do
+  if #out == limit then break end
+  if tonumber(raw[i + 1]) ~= at or raw[i] < ARGV[4] then out[#out + 1] = raw[i] end
+end
+return out
+"#,
+    )
+});
+
+/// KEYS: meta, msgs; ARGV: resource, from, to, limit, newest ('1'/'0') → false when absent,
+/// else {position, bytes, …} in the order asked.
+static READ_MESSAGES: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local ok, owner = may_use(KEYS[1], ARGV[1])
+if not ok then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
+if not owner then return false end
+local len = redis.call('LLEN', KEYS[2])
+local from, to, limit = tonumber(ARGV[2]), math.min(tonumber(ARGV[3]), len), tonumber(ARGV[4])
+local out = {}
+if from >= to or limit == 0 then return out end
+-- A window of `limit` plus every deleted message always holds `limit` live ones, if any.
+local span = limit + tonumber(redis.call('HGET', KEYS[1], 'deleted') or '0')
+if ARGV[5] == '1' then
+  local lo = math.max(from, to - span)
+  local raw = redis.call('LRANGE', KEYS[2], lo, to - 1)
+  for i = #raw, 1, -1 do
+    if #out >= 2 * limit then break end
+    if raw[i] ~= '' then out[#out + 1] = lo + i - 1; out[#out + 1] = raw[i] end
+  end
+else
+  local hi = math.min(to, from + span)
+  local raw = redis.call('LRANGE', KEYS[2], from, hi - 1)
+  for i = 1, #raw do
+    if #out >= 2 * limit then break end
+    if raw[i] ~= '' then out[#out + 1] = from + i - 1; out[#out + 1] = raw[i] end
+  end
+end
+return out
+"#,
+    )
+});
+
+/// KEYS: meta, msgs, by_created, by_updated; ARGV: resource, thread, positions… → removed.
+static DELETE_MESSAGES: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local ok, owner = may_use(KEYS[1], ARGV[1])
+if not ok then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
+if not owner then return 0 end
+local len = redis.call('LLEN', KEYS[2])
+local removed = 0
+for i = 3, #ARGV do
+  local at = tonumber(ARGV[i])
+  if at < len then
+    local cur = redis.call('LINDEX', KEYS[2], at)
+    if cur and cur ~= '' then
+      redis.call('LSET', KEYS[2], at, '')
+      removed = removed + 1
+    end
+  end
+end
+if removed > 0 then
+  redis.call('HINCRBY', KEYS[1], 'deleted', removed)
+  touch_thread(KEYS[1], ARGV[1], now_ms(), KEYS[3], KEYS[4], ARGV[2])
+end
+return removed
+"#,
+    )
+});
+
+/// KEYS: meta, msgs, by_created, by_updated, docs…; ARGV: resource, thread → 0 absent / 1.
+static DELETE_THREAD: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local ok, owner = may_use(KEYS[1], ARGV[1])
+if not ok then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
+if not owner then return 0 end
+for i = 5, #KEYS do redis.call('DEL', KEYS[i]) end
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('ZREM', KEYS[3], ARGV[2])
+redis.call('ZREM', KEYS[4], ARGV[2])
+return 1
+"#,
+    )
+});
+
+/// A thread's summary, ownership checked.
+pub(super) async fn get(store: &RedisStore, key: &ThreadKey) -> StoreResult<Option<ThreadInfo>> {
+    let mut invocation = GET_THREAD.prepare_invoke();
+    invocation
+        .key(thread_key(&key.thread_id, "meta"))
+        .key(thread_key(&key.thread_id, "msgs"))
+        .arg(&key.resource_id);
+    type Reply = Option<(u64, u64, u64, Option<Bytes>)>;
+    let reply: Reply = store.eval(&invocation).await.map_err(thread_err(key))?;
+    Ok(
+        reply.map(|(created_ms, updated_ms, count, meta)| ThreadInfo {
+            thread_id: key.thread_id.clone(),
+            resource_id: key.resource_id.clone(),
+            created_ms,
+            updated_ms,
+            message_count: count,
+            meta,
+        }),
+    )
+}
+
+/// Replaces the metadata if it is still `expected`.
+pub(super) async fn cas_meta(
+    store: &RedisStore,
+    key: &ThreadKey,
+    expected: Option<Bytes>,
+    meta: Bytes,
+) -> StoreResult<Option<bool>> {
+    let mut invocation = CAS_META.prepare_invoke();
+    invocation
+        .key(thread_key(&key.thread_id, "meta"))
+        .key(listing_key(&key.resource_id, ThreadOrder::Created))
+        .key(listing_key(&key.resource_id, ThreadOrder::Updated))
+        .arg(&key.resource_id)
+        .arg(&key.thread_id);
+    match &expected {
+        Some(bytes) => invocation.arg("1").arg(bytes.as_ref()),
+        None => invocation.arg("0").arg(""),
+    };
+    invocation.arg(meta.as_ref());
+    let outcome: u8 = store.eval(&invocation).await.map_err(thread_err(key))?;
+    Ok(match outcome {
+        0 => None,
+        1 => Some(true),
+        _ => Some(false),
+    })
+}
+
+/// A resource's threads, newest first: the page of ids from the listing, then every thread's
+/// summary in one pipeline (threads live in their own slots).
+pub(super) async fn list(
+    store: &RedisStore,
+    resource_id: &str,
+    order: ThreadOrder,
+    cursor: Option<ThreadCursor>,
+    limit: usize,
+) -> StoreResult<Vec<ThreadInfo>> {
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
+    let mut invocation = LIST_PAGE.prepare_invoke();
+    invocation
+        .key(listing_key(resource_id, order))
+        .arg(limit.min(i64::MAX as usize));
+    match &cursor {
+        Some(c) => invocation.arg("1").arg(c.time_ms).arg(&c.thread_id),
+        None => invocation.arg("0").arg(0).arg(""),
+    };
+    let ids: Vec<String> = store.eval(&invocation).await.map_err(store_err)?;
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut pipe = redis::pipe();
+    for id in &ids {
+        pipe.cmd("HMGET")
+            .arg(thread_key(id, "meta"))
+            .arg("owner")
+            .arg("created_ms")
+            .arg("updated_ms")
+            .arg("meta")
+            .arg("deleted");
+        pipe.cmd("LLEN").arg(thread_key(id, "msgs"));
+    }
+    let replies: Vec<Value> = store
+        .call(|mut c| {
+            let pipe = pipe.clone();
+            async move { pipe.query_async(&mut c).await }
+        })
+        .await
+        .map_err(store_err)?;
+    type Fields = (
+        Option<String>,
+        Option<u64>,
+        Option<u64>,
+        Option<Bytes>,
+        Option<u64>,
+    );
+    let mut out = Vec::with_capacity(ids.len());
+    for (id, pair) in ids.into_iter().zip(replies.chunks(2)) {
+        let [fields, len] = pair else {
+            return Err(StoreError::Corrupt("short thread listing reply".into()));
+        };
+        let corrupt = |e: redis::ParsingError| StoreError::Corrupt(format!("thread {id}: {e}"));
+        let (owner, created, updated, meta, deleted): Fields =
+            redis::from_redis_value_ref(fields).map_err(corrupt)?;
+        let len: u64 = redis::from_redis_value_ref(len).map_err(corrupt)?;
+        // A thread deleted between the two round trips (or listed by a stale entry) is skipped.
+        if owner.as_deref() != Some(resource_id) {
+            continue;
+        }
+        out.push(ThreadInfo {
+            thread_id: id,
+            resource_id: resource_id.to_owned(),
+            created_ms: created.unwrap_or(0),
+            updated_ms: updated.unwrap_or(0),
+            message_count: len.saturating_sub(deleted.unwrap_or(0)),
+            meta,
+        });
+    }
+    Ok(out)
+}
+
+/// Messages of a thread by position.
+pub(super) async fn read_messages(
+    store: &RedisStore,
+    key: &ThreadKey,
+    query: MessageQuery,
+) -> StoreResult<Option<Vec<StoredMessage>>> {
+    let mut invocation = READ_MESSAGES.prepare_invoke();
+    invocation
+        .key(thread_key(&key.thread_id, "meta"))
+        .key(thread_key(&key.thread_id, "msgs"))
+        .arg(&key.resource_id)
+        .arg(query.from.min(i64::MAX as u64))
+        .arg(query.to.min(i64::MAX as u64))
+        .arg(query.limit.min(i64::MAX as usize))
+        .arg(if query.newest_first { "1" } else { "0" });
+    let reply: Option<Vec<Value>> = store.eval(&invocation).await.map_err(thread_err(key))?;
+    let Some(flat) = reply else {
+        return Ok(None);
+    };
+    let mut messages = Vec::with_capacity(flat.len() / 2);
+    for pair in flat.chunks(2) {
+        let [position, bytes] = pair else {
+            return Err(StoreError::Corrupt("odd message reply".into()));
+        };
+        let corrupt = |e: redis::ParsingError| StoreError::Corrupt(format!("message: {e}"));
+        messages.push((
+            redis::from_redis_value_ref(position).map_err(corrupt)?,
+            redis::from_redis_value_ref(bytes).map_err(corrupt)?,
+        ));
+    }
+    Ok(Some(messages))
+}
+
+/// Deletes messages by position.
+pub(super) async fn delete_messages(
+    store: &RedisStore,
+    key: &ThreadKey,
+    positions: Vec<u64>,
+) -> StoreResult<u64> {
+    let mut invocation = DELETE_MESSAGES.prepare_invoke();
+    invocation
+        .key(thread_key(&key.thread_id, "meta"))
+        .key(thread_key(&key.thread_id, "msgs"))
+        .key(listing_key(&key.resource_id, ThreadOrder::Created))
+        .key(listing_key(&key.resource_id, ThreadOrder::Updated))
+        .arg(&key.resource_id)
+        .arg(&key.thread_id);
+    for position in positions {
+        invocation.arg(position.min(i64::MAX as u64));
+    }
+    store.eval(&invocation).await.map_err(thread_err(key))
+}
+
+/// Deletes a thread with its messages, the named documents and its listing entries.
+pub(super) async fn delete(
+    store: &RedisStore,
+    key: &ThreadKey,
+    docs: &[&str],
+) -> StoreResult<bool> {
+    let mut invocation = DELETE_THREAD.prepare_invoke();
+    invocation
+        .key(thread_key(&key.thread_id, "meta"))
+        .key(thread_key(&key.thread_id, "msgs"))
+        .key(listing_key(&key.resource_id, ThreadOrder::Created))
+        .key(listing_key(&key.resource_id, ThreadOrder::Updated));
+    for kind in docs {
+        invocation.key(doc_key(&key.thread_id, kind));
+    }
+    invocation.arg(&key.resource_id).arg(&key.thread_id);
+    let existed: u8 = store.eval(&invocation).await.map_err(thread_err(key))?;
+    Ok(existed == 1)
+}
+
+/// Set once every thread written before the listings existed has been listed.
+const LISTED_MARKER: &str = "agentd:schema:threads-listed";
+
+/// Lists the threads of a keyspace written before the per-resource listings existed (once per
+/// keyspace; idempotent, so replicas starting together may both run it).
+pub(super) async fn backfill_listings(store: &RedisStore) -> StoreResult<()> {
+    let mut exists = redis::cmd("EXISTS");
+    exists.arg(LISTED_MARKER);
+    if store.query::<u8>(&exists).await? == 1 {
+        return Ok(());
+    }
+    let mut cursor = 0u64;
+    loop {
+        let mut scan = redis::cmd("SCAN");
+        scan.arg(cursor)
+            .arg("MATCH")
+            .arg("agentd:{t:*}:meta")
+            .arg("COUNT")
+            .arg(1000);
+        let (next, keys): (u64, Vec<String>) = store.query(&scan).await?;
+        let mut read = redis::pipe();
+        for key in &keys {
+            read.cmd("HMGET")
+                .arg(key)
+                .arg("owner")
+                .arg("created_ms")
+                .arg("updated_ms");
+        }
+        let rows: Vec<(Option<String>, Option<u64>, Option<u64>)> = if keys.is_empty() {
+            Vec::new()
+        } else {
+            store
+                .call(|mut c| {
+                    let read = read.clone();
+                    async move { read.query_async(&mut c).await }
+                })
+                .await
+                .map_err(store_err)?
+        };
+        let mut write = redis::pipe();
+        for (key, (owner, created, updated)) in keys.iter().zip(rows) {
+            let (Some(owner), Some(thread)) = (owner, thread_of_meta_key(key)) else {
+                continue;
+            };
+            let created = created.unwrap_or(0);
+            write
+                .cmd("ZADD")
+                .arg(listing_key(&owner, ThreadOrder::Created))
+                .arg(created)
+                .arg(&thread)
+                .ignore();
+            write
+                .cmd("ZADD")
+                .arg(listing_key(&owner, ThreadOrder::Updated))
+                .arg(updated.unwrap_or(created))
+                .arg(&thread)
+                .ignore();
+        }
+        if !write.is_empty() {
+            store
+                .call(|mut c| {
+                    let write = write.clone();
+                    async move { write.query_async::<()>(&mut c).await }
+                })
+                .await
+                .map_err(store_err)?;
+        }
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    let mut set = redis::cmd("SET");
+    set.arg(LISTED_MARKER).arg(1);
+    store.query(&set).await
+}
+
+/// The thread id of a `agentd:{t:<id>}:meta` key, unescaped.
+fn thread_of_meta_key(key: &str) -> Option<String> {
+    let escaped = key.strip_prefix("agentd:{t:")?.strip_suffix("}:meta")?;
+    let mut out = String::with_capacity(escaped.len());
+    let mut rest = escaped;
+    while let Some(at) = rest.find('%') {
+        out.push_str(&rest[..at]);
+        let code = rest.get(at + 1..at + 3)?;
+        out.push(char::from(u8::from_str_radix(code, 16).ok()?));
+        rest = &rest[at + 3..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meta_keys_give_back_their_thread_ids() {
+        for id in ["plain", "a:b{c}%d", "ünï"] {
+            assert_eq!(
+                thread_of_meta_key(&thread_key(id, "meta")).as_deref(),
+                Some(id)
+            );
+        }
+        assert_eq!(thread_of_meta_key("agentd:{r:x}:run"), None);
+    }
+}
