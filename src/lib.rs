@@ -12,6 +12,7 @@ pub mod config;
 pub mod error_text;
 pub mod json;
 pub mod mcp;
+pub mod memory;
 pub mod model;
 pub mod pb;
 pub mod server;
