@@ -48,6 +48,8 @@ pub struct AgentDef {
     pub mcp: Vec<McpBinding>,
     /// Its webhooks, in config order (`config.webhooks`).
     pub webhooks: Vec<Arc<hooks::webhook::Webhook>>,
+    /// The embedder of `[agents.memory]`, for semantic recall.
+    pub embedder: Option<Arc<dyn crate::model::Embedder>>,
 }
 
 impl AgentDef {
@@ -164,6 +166,11 @@ impl Agents {
                     tools,
                     mcp,
                     webhooks,
+                    embedder: a
+                        .memory
+                        .embedder
+                        .as_deref()
+                        .and_then(|spec| crate::memory::build_embedder(config, spec)),
                 }),
             );
         }

@@ -86,6 +86,9 @@ pub struct MemoryRequest {
     /// by a pending placeholder).
     #[serde(default = "yes")]
     pub filter_incomplete_tool_calls: bool,
+    /// The request's semantic recall settings (over the agent's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semantic_recall: Option<crate::memory::RecallOverride>,
 }
 
 fn yes() -> bool {

@@ -212,6 +212,9 @@ pub struct RunState {
     /// then: the model reads it followed by the response messages added since.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_override: Option<(Vec<Message>, usize)>,
+    /// Semantic recall's system message of other threads' hits, found before the first step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recalled_system: Option<String>,
 }
 
 impl RunState {
@@ -236,6 +239,7 @@ impl RunState {
             answered_runs: Vec::new(),
             client_hooks: None,
             prompt_override: None,
+            recalled_system: None,
         }
     }
 

@@ -375,7 +375,7 @@ fn memory(v: &mut Violations, m: &pb::MemoryOptions, limits: &Limits) -> Option<
     }
     check_id(v, "memory.thread.id", &thread.id, limits);
     check_id(v, "memory.resource", &m.resource, limits);
-    let options = m.options.unwrap_or_default();
+    let options = m.options.clone().unwrap_or_default();
     let last_messages = match options.last_messages {
         None => DEFAULT_LAST_MESSAGES,
         Some(n) => match usize::try_from(n) {
@@ -399,6 +399,10 @@ fn memory(v: &mut Violations, m: &pb::MemoryOptions, limits: &Limits) -> Option<
         read_only: options.read_only,
         generate_title: options.generate_title,
         filter_incomplete_tool_calls: options.filter_incomplete_tool_calls.unwrap_or(true),
+        semantic_recall: options
+            .semantic_recall
+            .as_ref()
+            .map(|r| super::recall::recall_override(v, r)),
     })
 }
 

@@ -148,9 +148,7 @@ pub(super) fn validate(
             )));
         }
         if let Some((field, problem)) = options.problem() {
-            return Err(invalid(&format!(
-                "{key}.semantic_recall.{field} {problem}"
-            )));
+            return Err(invalid(&format!("{key}.semantic_recall.{field} {problem}")));
         }
     }
     Ok(())
@@ -246,11 +244,30 @@ mod tests {
         .unwrap();
         let recall = config.agents[0].memory.recall().unwrap();
         assert_eq!(recall.top_k, 2);
-        assert_eq!(recall.message_range, MessageRange { before: 0, after: 3 });
-        assert_eq!((recall.scope, recall.threshold), (RecallScope::Thread, Some(0.5)));
+        assert_eq!(
+            recall.message_range,
+            MessageRange {
+                before: 0,
+                after: 3
+            }
+        );
+        assert_eq!(
+            (recall.scope, recall.threshold),
+            (RecallScope::Thread, Some(0.5))
+        );
         let config = check("embedder = \"mock/e\"\nsemantic_recall = { message_range = 2 }\n");
-        let range = config.unwrap().agents[0].memory.recall().unwrap().message_range;
-        assert_eq!(range, MessageRange { before: 2, after: 2 });
+        let range = config.unwrap().agents[0]
+            .memory
+            .recall()
+            .unwrap()
+            .message_range;
+        assert_eq!(
+            range,
+            MessageRange {
+                before: 2,
+                after: 2
+            }
+        );
         let off = check("semantic_recall = false\n").unwrap();
         assert_eq!(off.agents[0].memory.recall(), None);
     }
@@ -262,12 +279,15 @@ mod tests {
         let err = check("embedder = \"other/e\"\n").unwrap_err();
         assert!(err.contains("memory.embedder \"other/e\""), "{err}");
         let err = check("embedder = \"mock/e\"\nsemantic_recall = { top_k = 0 }\n").unwrap_err();
-        assert!(err.contains("semantic_recall.top_k must be 1 to 100"), "{err}");
-        let err = check("embedder = \"mock/e\"\nsemantic_recall = { message_range = 99 }\n")
-            .unwrap_err();
+        assert!(
+            err.contains("semantic_recall.top_k must be 1 to 100"),
+            "{err}"
+        );
+        let err =
+            check("embedder = \"mock/e\"\nsemantic_recall = { message_range = 99 }\n").unwrap_err();
         assert!(err.contains("semantic_recall.message_range"), "{err}");
-        let err = check("embedder = \"mock/e\"\nsemantic_recall = { threshold = 2.0 }\n")
-            .unwrap_err();
+        let err =
+            check("embedder = \"mock/e\"\nsemantic_recall = { threshold = 2.0 }\n").unwrap_err();
         assert!(err.contains("semantic_recall.threshold"), "{err}");
         let err = check("embedder = \"mock/e\"\nsemantic_recall = { topk = 3 }\n").unwrap_err();
         assert!(err.contains("topk"), "{err}");

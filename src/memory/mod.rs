@@ -143,7 +143,10 @@ mod tests {
             top_k: 7,
             ..RecallOptions::default()
         };
-        assert_eq!(effective_recall(Some(agent.clone()), None), Some(agent.clone()));
+        assert_eq!(
+            effective_recall(Some(agent.clone()), None),
+            Some(agent.clone())
+        );
         let off = RecallOverride {
             enabled: Some(false),
             ..RecallOverride::default()

@@ -252,12 +252,18 @@ fn other_threads_message(mut found: Vec<Found>) -> String {
     // Task-list signals are the run's own bookkeeping, not conversation.
     found.retain(|f| f.peek.signal.is_none());
     found.sort_by(|a, b| {
-        (a.peek.created_at_ms, &a.thread_id, role_order(&a.peek.role), &a.peek.id).cmp(&(
-            b.peek.created_at_ms,
-            &b.thread_id,
-            role_order(&b.peek.role),
-            &b.peek.id,
-        ))
+        (
+            a.peek.created_at_ms,
+            &a.thread_id,
+            role_order(&a.peek.role),
+            &a.peek.id,
+        )
+            .cmp(&(
+                b.peek.created_at_ms,
+                &b.thread_id,
+                role_order(&b.peek.role),
+                &b.peek.id,
+            ))
     });
     let lines: Vec<(i64, &str, String)> = found
         .iter()
@@ -352,14 +358,21 @@ mod tests {
             utc_day_and_time(1_796_252_460_000),
             ("2026, Dec, 2".into(), "11:01 PM".into())
         );
-        assert_eq!(utc_day_and_time(0), ("1970, Jan, 1".into(), "12:00 AM".into()));
+        assert_eq!(
+            utc_day_and_time(0),
+            ("1970, Jan, 1".into(), "12:00 AM".into())
+        );
     }
 
     #[test]
     fn other_threads_read_as_the_reference_writes_them() {
         let lines = [
             (1_709_165_100_000, "user", "Bake sourdough".to_owned()),
-            (1_709_165_160_000, "assistant", "Feed the starter".to_owned()),
+            (
+                1_709_165_160_000,
+                "assistant",
+                "Feed the starter".to_owned(),
+            ),
             (1_796_252_460_000, "user", "Again".to_owned()),
         ];
         assert_eq!(
@@ -403,6 +416,9 @@ mod tests {
             .into_iter()
             .map(|r| r.into_iter().collect())
             .collect();
-        assert_eq!(rows, vec![vec![10], vec![11, 12, 13], vec![14], vec![15], vec![16]]);
+        assert_eq!(
+            rows,
+            vec![vec![10], vec![11, 12, 13], vec![14], vec![15], vec![16]]
+        );
     }
 }

@@ -71,8 +71,7 @@ fn scan_range(
     rows: std::ops::Range<usize>,
 ) -> Vec<Candidate> {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-    {
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
         // SAFETY: the CPU has both features the function is compiled for (checked above).
         return unsafe { scan_avx2(resident, query, k, filter, rows) };
     }

@@ -198,7 +198,9 @@ impl VectorIndex {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<RwLock<Resident>>>> {
         // The map stays consistent even if a holder panicked: every update is one call.
-        self.resources.lock().unwrap_or_else(PoisonError::into_inner)
+        self.resources
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The resource's index, caught up with the store: entries appended since the last
@@ -313,10 +315,25 @@ mod tests {
         let hits = index.search("r", query.clone(), 3, None).await.unwrap();
         assert_eq!(found(&hits), [("a", 0), ("a", 1), ("b", 0)]);
         assert!(hits[0].score > hits[1].score && hits[1].score > hits[2].score);
-        let hits = index.search("r", query.clone(), 5, Some("b")).await.unwrap();
+        let hits = index
+            .search("r", query.clone(), 5, Some("b"))
+            .await
+            .unwrap();
         assert_eq!(found(&hits), [("b", 0), ("b", 1)]);
-        assert!(index.search("r", query.clone(), 5, Some("zz")).await.unwrap().is_empty());
-        assert!(index.search("other", query.clone(), 5, None).await.unwrap().is_empty());
+        assert!(
+            index
+                .search("r", query.clone(), 5, Some("zz"))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            index
+                .search("other", query.clone(), 5, None)
+                .await
+                .unwrap()
+                .is_empty()
+        );
         // Another replica appends; this one reads only what is new.
         store
             .append_vectors("r", vec![entry("c", 0, &query)])
@@ -332,7 +349,13 @@ mod tests {
             assert_eq!(found(&hits), [("a", 1), ("b", 0)]);
         }
         let wrong_dim = unit(3, &[(0, 1.0)]);
-        assert!(index.search("r", wrong_dim, 2, None).await.unwrap().is_empty());
+        assert!(
+            index
+                .search("r", wrong_dim, 2, None)
+                .await
+                .unwrap()
+                .is_empty()
+        );
         assert!(index.resident_bytes().await > 0);
     }
 

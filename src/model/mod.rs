@@ -22,12 +22,12 @@ use async_trait::async_trait;
 use serde::{Deserialize, Deserializer};
 use tokio_util::sync::CancellationToken;
 
+pub use embed::{Embedder, OpenAiEmbedder};
 #[cfg(feature = "mock")]
 pub use mock::{
     Fallback, MOCK_EMBEDDING_DIMENSIONS, MockOpenAi, MockReply, MockRich, MockUsageDetails,
     mock_embedding, planner_reply,
 };
-pub use embed::{Embedder, OpenAiEmbedder};
 pub use openai::OpenAiProvider;
 pub use sse::{SseEvent, SseParser};
 #[cfg(feature = "mock")]

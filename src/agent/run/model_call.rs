@@ -106,7 +106,9 @@ impl Runner {
     }
 
     /// The run's system messages, in order: instructions, the task-list guidance (not again
-    /// in a continuation), the request's extra system messages.
+    /// in a continuation), the request's extra system messages, then the memory ones (tagged
+    /// `memory` in the reference, which puts tagged messages after the others): semantic
+    /// recall's message of other threads' hits.
     pub(super) fn system_messages(&self) -> Vec<String> {
         let request = &self.state.request;
         let instructions = request
@@ -123,6 +125,7 @@ impl Runner {
             .into_iter()
             .chain(guidance.then(|| TASK_LIST_GUIDANCE.to_owned()))
             .chain(request.system.iter().cloned())
+            .chain(self.state.recalled_system.clone())
             .collect()
     }
 

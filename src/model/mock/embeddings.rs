@@ -4,7 +4,7 @@
 //! coordinates, chosen by its FNV-1a hash, and the sum is normalized. Texts sharing words are
 //! similar; texts sharing none are (nearly) orthogonal. Failures can be scripted.
 
-use std::collections::VecDeque;
+use std::collections::BTreeMap;
 use std::sync::{Arc, MutexGuard};
 
 use axum::extract::State;
@@ -24,7 +24,8 @@ const MAX_DIMENSIONS: usize = 8192;
 #[derive(Default)]
 pub(super) struct EmbeddingsState {
     requests: Vec<Value>,
-    failures: VecDeque<(u16, String)>,
+    /// By the 0-based index of the request to fail.
+    failures: BTreeMap<usize, (u16, String)>,
 }
 
 impl MockState {
@@ -36,10 +37,17 @@ impl MockState {
 impl MockOpenAi {
     /// Answers the next embeddings request with this HTTP error.
     pub fn fail_embeddings(&self, status: u16, body: &str) {
+        let next = self.state.embeddings().requests.len();
+        self.fail_embedding_request(next, status, body);
+    }
+
+    /// Answers the `index`-th embeddings request (0-based, counting every one received) with
+    /// this HTTP error.
+    pub fn fail_embedding_request(&self, index: usize, status: u16, body: &str) {
         self.state
             .embeddings()
             .failures
-            .push_back((status, body.to_owned()));
+            .insert(index, (status, body.to_owned()));
     }
 
     /// Every embeddings request body received, in order.
@@ -84,8 +92,9 @@ pub(super) async fn embeddings(State(state): State<Arc<MockState>>, body: Bytes)
     };
     let failure = {
         let mut embeddings = state.embeddings();
+        let index = embeddings.requests.len();
         embeddings.requests.push(request.clone());
-        embeddings.failures.pop_front()
+        embeddings.failures.remove(&index)
     };
     if let Some((status, body)) = failure {
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
