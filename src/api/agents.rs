@@ -375,7 +375,7 @@ fn memory(v: &mut Violations, m: &pb::MemoryOptions, limits: &Limits) -> Option<
     }
     check_id(v, "memory.thread.id", &thread.id, limits);
     check_id(v, "memory.resource", &m.resource, limits);
-    let options = m.options.clone().unwrap_or_default();
+    let options = m.options.unwrap_or_default();
     let last_messages = match options.last_messages {
         None => DEFAULT_LAST_MESSAGES,
         Some(n) => match usize::try_from(n) {

@@ -96,7 +96,7 @@ impl Resident {
     }
 
     fn add(&mut self, entry: &VectorEntry) {
-        if entry.vector.len() % 4 != 0 || entry.vector.is_empty() {
+        if !entry.vector.len().is_multiple_of(4) || entry.vector.is_empty() {
             tracing::warn!(thread = %entry.thread_id, "skipping a malformed stored vector");
             return;
         }
