@@ -200,6 +200,7 @@ async fn serve(
                 .build()
                 .context("building the HTTP client for tools")?,
             step_ceiling: config.limits.max_steps_ceiling,
+            vectors: Arc::new(crate::memory::VectorIndex::new(store.clone())),
         },
         agents,
         RuntimeLimits {

@@ -692,3 +692,6 @@ async fn redis_hung_server_times_out() {
     server.resume();
     assert_eq!(store.get_doc(&k, "d").await.unwrap(), Some(v(1, "v1")));
 }
+
+#[path = "store_suite/vectors.rs"]
+mod vectors;

@@ -31,6 +31,14 @@ tools = ["tasks"]
 require_approval = ["task_write"]
 
 [[agents]]
+id = "recaller"
+instructions = "You recall."
+model = "mock/test-model"
+[agents.memory]
+embedder = "mock/embed"
+semantic_recall = { top_k = 2, message_range = 0, scope = "resource" }
+
+[[agents]]
 id = "rememberer"
 instructions = "You remember."
 model = "mock/test-model"
@@ -140,6 +148,7 @@ on_both_stores!(
     working_memory_written_in_turn_one_is_read_in_turn_two,
     concurrent_working_memory_updates_both_land,
     working_memory_rpcs,
+    deleted_threads_and_messages_leave_recall,
 );
 
 fn field_violation(status: &tonic::Status) -> String {
@@ -716,4 +725,84 @@ async fn working_memory_rpcs(env: Env) {
         .await
         .expect_err("agent without working memory");
     assert_eq!(field_violation(&status), "agent_id");
+}
+
+/// Whether the model's n-th request carried recalled messages of another thread.
+fn recalled(mock: &MockOpenAi, n: usize) -> Option<String> {
+    system_texts(mock, n).into_iter().find(|t| {
+        t.starts_with("The following messages were remembered from a different conversation")
+    })
+}
+
+async fn deleted_threads_and_messages_leave_recall(env: Env) {
+    let resource = support::unique("r");
+    let (old, other, fresh) = (
+        support::unique("t"),
+        support::unique("t"),
+        support::unique("t"),
+    );
+    env.mock
+        .push(MockReply::Text("Sourdough needs a starter.".into()));
+    env.run("recaller", &old, &resource, "sourdough starter recipe")
+        .await;
+    env.mock.push(MockReply::Text("Rye is dense.".into()));
+    env.run("recaller", &other, &resource, "rye bread density")
+        .await;
+    // Recall finds the old thread's messages from a new one...
+    env.mock.push(MockReply::Text("ok".into()));
+    env.run("recaller", &fresh, &resource, "sourdough starter again")
+        .await;
+    let found = recalled(&env.mock, 2).expect("recalled from the old thread");
+    assert!(found.contains("sourdough starter recipe"), "{found}");
+
+    // ...and nothing of it once the thread is deleted; the other thread's messages remain.
+    let mut client = env.threads().await;
+    client
+        .delete_thread(pb::DeleteThreadRequest {
+            thread_id: old.clone(),
+            resource_id: resource.clone(),
+        })
+        .await
+        .expect("delete");
+    env.mock.push(MockReply::Text("ok".into()));
+    env.run(
+        "recaller",
+        &support::unique("t"),
+        &resource,
+        "sourdough starter rye",
+    )
+    .await;
+    let found = recalled(&env.mock, 3).expect("the other thread is still recalled");
+    assert!(!found.contains("sourdough starter recipe"), "{found}");
+    assert!(found.contains("rye bread density"), "{found}");
+
+    // A deleted message is no longer recalled either.
+    let page = client
+        .list_messages(pb::ListMessagesRequest {
+            thread_id: other.clone(),
+            resource_id: resource.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("messages")
+        .into_inner();
+    let ids = page.messages.iter().map(|m| m.id.clone()).collect();
+    client
+        .delete_messages(pb::DeleteMessagesRequest {
+            thread_id: other.clone(),
+            resource_id: resource.clone(),
+            message_ids: ids,
+        })
+        .await
+        .expect("delete messages");
+    env.mock.push(MockReply::Text("ok".into()));
+    env.run(
+        "recaller",
+        &support::unique("t"),
+        &resource,
+        "rye bread density",
+    )
+    .await;
+    let found = recalled(&env.mock, 4).unwrap_or_default();
+    assert!(!found.contains("rye bread density"), "{found}");
 }

@@ -44,10 +44,9 @@ pub async fn start() -> anyhow::Result<Bench> {
         Ok("redis") => Some(start_redis()?),
         _ => None,
     };
-    let store_url = redis.as_ref().map_or_else(
-        || "embedded".to_owned(),
-        |r| format!("redis://127.0.0.1:{}/0", r.1),
-    );
+    let store_url = redis
+        .as_ref()
+        .map_or_else(|| "embedded".to_owned(), Redis::url);
     let text = format!(
         r#"
 [server]
@@ -161,7 +160,15 @@ pub fn quantile(sorted: &[Duration], q: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * q) as usize]
 }
 
-struct Redis(Child, u16);
+/// A private redis-server, killed when dropped.
+pub struct Redis(Child, u16);
+
+impl Redis {
+    /// Its URL.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.1)
+    }
+}
 
 impl Drop for Redis {
     fn drop(&mut self) {
@@ -170,7 +177,8 @@ impl Drop for Redis {
     }
 }
 
-fn start_redis() -> anyhow::Result<Redis> {
+/// Starts a redis-server on a free port, without persistence.
+pub fn start_redis() -> anyhow::Result<Redis> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();

@@ -79,6 +79,9 @@ pub enum RunFailure {
     /// A hook failed and its policy ends the run.
     #[error("{0}")]
     Hook(String),
+    /// Semantic recall could not embed the query or the messages to save.
+    #[error("Semantic recall failed: {0}")]
+    Embedding(String),
 }
 
 impl RunFailure {
@@ -90,13 +93,14 @@ impl RunFailure {
             Self::StructuredOutputInvalid(_) => "STRUCTURED_OUTPUT_SCHEMA_VALIDATION_FAILED",
             Self::Store(_) => "STORE_UNAVAILABLE",
             Self::Hook(_) => "HOOK_FAILED",
+            Self::Embedding(_) => "EMBEDDING_FAILED",
         }
     }
 
     /// Who is to blame.
     pub fn category(&self) -> FailureCategory {
         match self {
-            Self::Model(_) => FailureCategory::Model,
+            Self::Model(_) | Self::Embedding(_) => FailureCategory::Model,
             Self::StructuredOutputTruncated(_) | Self::StructuredOutputInvalid(_) => {
                 FailureCategory::System
             }
@@ -109,6 +113,12 @@ impl RunFailure {
 impl From<&StoreError> for RunFailure {
     fn from(e: &StoreError) -> Self {
         Self::Store(e.to_string())
+    }
+}
+
+impl From<StoreError> for RunFailure {
+    fn from(e: StoreError) -> Self {
+        Self::from(&e)
     }
 }
 
@@ -135,6 +145,11 @@ mod tests {
                 "SYSTEM",
             ),
             (RunFailure::Hook("late".into()), "HOOK_FAILED", "HOOK"),
+            (
+                RunFailure::Embedding("down".into()),
+                "EMBEDDING_FAILED",
+                "MODEL",
+            ),
             (
                 RunFailure::Store("down".into()),
                 "STORE_UNAVAILABLE",

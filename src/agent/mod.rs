@@ -50,6 +50,8 @@ pub struct AgentDef {
     pub webhooks: Vec<Arc<hooks::webhook::Webhook>>,
     /// Its working-memory settings (`[agents.memory.working_memory]`), when enabled.
     pub working_memory: Option<crate::memory::working::Settings>,
+    /// The embedder of `[agents.memory]`, for semantic recall.
+    pub embedder: Option<Arc<dyn crate::model::Embedder>>,
 }
 
 impl AgentDef {
@@ -188,6 +190,11 @@ impl Agents {
                     mcp,
                     webhooks,
                     working_memory,
+                    embedder: a
+                        .memory
+                        .embedder
+                        .as_deref()
+                        .and_then(|spec| crate::memory::build_embedder(config, spec)),
                 }),
             );
         }

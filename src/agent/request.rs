@@ -95,6 +95,9 @@ pub struct MemoryRequest {
         skip_serializing_if = "crate::memory::working::Overrides::is_empty"
     )]
     pub working_memory: crate::memory::working::Overrides,
+    /// The request's semantic recall settings (over the agent's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semantic_recall: Option<crate::memory::RecallOverride>,
 }
 
 fn yes() -> bool {

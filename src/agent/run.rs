@@ -7,6 +7,7 @@ mod completion;
 mod hooks;
 mod memory;
 mod model_call;
+mod recall;
 mod tool_calls;
 
 use std::sync::Arc;
@@ -48,6 +49,8 @@ pub struct RunDeps {
     pub http: reqwest::Client,
     /// Hard step ceiling.
     pub step_ceiling: u32,
+    /// The vector index of semantic recall (shared by all runs of this replica).
+    pub vectors: Arc<crate::memory::VectorIndex>,
 }
 
 /// How a run (or a continuation) ended.
@@ -181,6 +184,9 @@ impl Runner {
             resource_id: memory.map(|m| m.resource_id.clone()).unwrap_or_default(),
         })
         .await;
+        if let Err(failure) = self.recall().await {
+            return self.failed(em, failure).await;
+        }
         self.drive(em).await
     }
 
@@ -310,7 +316,7 @@ impl Runner {
         if self.state.request.save_per_step
             && let Err(e) = self.save().await
         {
-            return Some(self.failed(em, RunFailure::from(&e)).await);
+            return Some(self.failed(em, e).await);
         }
         if continued {
             None
@@ -362,7 +368,7 @@ impl Runner {
             }
         }
         if let Err(e) = self.save().await {
-            return self.failed_unsaved(em, RunFailure::from(&e)).await;
+            return self.failed_unsaved(em, e).await;
         }
         if self.state.title_pending {
             self.generate_title(em).await;
@@ -437,7 +443,7 @@ impl Runner {
         self.state.open_step = Some(open);
         if let Err(e) = self.save().await {
             self.state.open_step = None;
-            return self.failed_unsaved(em, RunFailure::from(&e)).await;
+            return self.failed_unsaved(em, e).await;
         }
         self.outcome(self.result(RunEnd::Suspended), Some(self.state.clone()))
     }

@@ -215,6 +215,9 @@ pub struct RunState {
     /// Working memory: its settings and the system message computed at the start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub working_memory: Option<crate::memory::working::RunWorkingMemory>,
+    /// Semantic recall's system message of other threads' hits, found before the first step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recalled_system: Option<String>,
 }
 
 impl RunState {
@@ -240,6 +243,7 @@ impl RunState {
             client_hooks: None,
             prompt_override: None,
             working_memory: None,
+            recalled_system: None,
         }
     }
 

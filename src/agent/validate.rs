@@ -64,6 +64,19 @@ pub fn validate_against_agent(
             ));
         }
     }
+    let recall = request
+        .memory
+        .as_ref()
+        .and_then(|m| m.semantic_recall.as_ref());
+    if recall.is_some_and(|r| r.enabled != Some(false)) && agent.embedder.is_none() {
+        violations.push((
+            "memory.options.semantic_recall".into(),
+            format!(
+                "agent {:?} has no embedder ([agents.memory] embedder = \"provider/model\")",
+                agent.config.id
+            ),
+        ));
+    }
     if violations.is_empty() {
         Ok(())
     } else {

@@ -406,6 +406,10 @@ fn memory(v: &mut Violations, m: &pb::MemoryOptions, limits: &Limits) -> Option<
             .as_ref()
             .map(|w| working_overrides(v, w))
             .unwrap_or_default(),
+        semantic_recall: options
+            .semantic_recall
+            .as_ref()
+            .map(|r| super::recall::recall_override(v, r)),
     })
 }
 

@@ -8,6 +8,7 @@ pub mod completion;
 pub mod error;
 pub mod hooks;
 pub mod layer;
+mod recall;
 pub mod tasks;
 pub mod threads;
 

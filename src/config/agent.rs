@@ -47,7 +47,7 @@ pub struct AgentConfig {
     /// `is_task_complete` replaces them).
     #[serde(default)]
     pub is_task_complete: Option<CompletionConfig>,
-    /// Memory settings: working memory (and what else memory offers beyond history).
+    /// Memory beyond the last messages: the embedder, semantic recall and working memory.
     #[serde(default)]
     pub memory: super::AgentMemoryConfig,
 }
@@ -296,7 +296,7 @@ pub(super) fn validate_agents(
         if let Some(completion) = &a.is_task_complete {
             validate_completion(&a.id, completion, providers)?;
         }
-        super::memory::validate(&a.id, &a.memory)?;
+        super::memory::validate(&a.id, &a.memory, providers)?;
     }
     Ok(())
 }

@@ -15,14 +15,19 @@ mod agent;
 mod mcp;
 mod memory;
 mod web;
+mod working_memory;
 
 pub use agent::{
     AgentConfig, AgentDefaults, CompletionConfig, HOOK_KINDS, HttpToolConfig, OnHookFailure,
     ScorerKind, ScorerSpec, Strategy, TOOL_SETS, WebhookConfig,
 };
 pub use mcp::{McpServerConfig, McpTransportKind, McpUse, mcp_tool_name};
-pub use memory::{AgentMemoryConfig, WorkingMemoryConfig, schema_value as working_memory_schema};
+pub use memory::{
+    AgentMemoryConfig, MAX_MESSAGE_RANGE, MAX_TOP_K, MessageRange, RecallOptions, RecallScope,
+    RecallSetting,
+};
 pub use web::WebConfig;
+pub use working_memory::{WorkingMemoryConfig, schema_value as working_memory_schema};
 
 /// Declares the settings that have an `AGENTD_*` variable and a flag: the [`Cli`] fields, the
 /// [`OVERRIDES`] list and [`Config::apply`] all come from the one table below it.

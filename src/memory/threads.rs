@@ -185,8 +185,8 @@ impl Threads {
         Err(ThreadError::Contended(key.thread_id.clone()))
     }
 
-    /// Deletes a thread: its suspended runs first, then the thread with its messages and
-    /// documents in one step. Each step can be repeated, so a failed delete is resumed by
+    /// Deletes a thread: its suspended runs first, then its recall vectors, then the thread
+    /// with its messages and documents in one step. Each step can be repeated, so a failed delete is resumed by
     /// calling it again. Returns (existed, suspended runs deleted).
     pub async fn delete(&self, key: &ThreadKey) -> Result<(bool, u32), ThreadError> {
         // Ownership first: another resource's thread must not lose its runs.
@@ -201,6 +201,9 @@ impl Threads {
             self.store.index_set(&by_resource, run_id, false).await?;
             self.store.index_set(&by_thread, run_id, false).await?;
         }
+        self.store
+            .delete_vectors(&key.resource_id, &key.thread_id, None)
+            .await?;
         let existed = self.store.delete_thread(key, &THREAD_DOCS).await?;
         Ok((existed, u32::try_from(runs.len()).unwrap_or(u32::MAX)))
     }
@@ -277,6 +280,11 @@ impl Threads {
         if positions.is_empty() {
             return Ok(0);
         }
+        // Vectors first: a failure in between leaves a message recall no longer finds, never
+        // a vector pointing at a deleted message.
+        self.store
+            .delete_vectors(&key.resource_id, &key.thread_id, Some(&positions))
+            .await?;
         Ok(self.store.delete_messages(key, positions).await?)
     }
 }

@@ -1,7 +1,8 @@
 //! A scripted, OpenAI-compatible HTTP server for tests, demos and benchmarks.
 //!
 //! It speaks real HTTP on 127.0.0.1, answers `POST /v1/chat/completions` (streamed or not,
-//! as the request's `stream` asks) and `GET /v1/models`, records every request, and replays
+//! as the request's `stream` asks), `POST /v1/embeddings` (deterministic vectors, see
+//! `mock/embeddings.rs`) and `GET /v1/models`, records every request, and replays
 //! scripted replies in FIFO order. With an empty script it echoes the last user message, with
 //! no artificial delay, so it can back a demo or a benchmark.
 //!
@@ -30,6 +31,10 @@ use http::{HeaderMap, StatusCode, header};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+
+mod embeddings;
+
+pub use embeddings::{DEFAULT_DIMENSIONS as MOCK_EMBEDDING_DIMENSIONS, mock_embedding};
 
 /// The `created` timestamp of every mock response (fixed, so outputs are reproducible).
 const CREATED: i64 = 1_700_000_000;
@@ -223,6 +228,7 @@ struct MockState {
     disconnects: AtomicUsize,
     connections: AtomicUsize,
     served: AtomicU64,
+    embeddings: Mutex<embeddings::EmbeddingsState>,
     /// Ends the server and any still-running slow stream.
     shutdown: CancellationToken,
 }
@@ -256,10 +262,12 @@ impl MockOpenAi {
             disconnects: AtomicUsize::new(0),
             connections: AtomicUsize::new(0),
             served: AtomicU64::new(0),
+            embeddings: Mutex::default(),
             shutdown: CancellationToken::new(),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat_completions))
+            .route("/v1/embeddings", post(embeddings::embeddings))
             .route("/v1/models", get(models))
             .fallback(not_found)
             .with_state(state.clone());

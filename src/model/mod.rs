@@ -5,6 +5,7 @@
 //! The agent loop talks only to [`ModelProvider`]; everything provider-specific (wire format,
 //! retries, timeouts, SSE quirks) stays behind it.
 
+pub mod embed;
 #[cfg(feature = "mock")]
 mod mock;
 mod openai;
@@ -21,8 +22,12 @@ use async_trait::async_trait;
 use serde::{Deserialize, Deserializer};
 use tokio_util::sync::CancellationToken;
 
+pub use embed::{Embedder, OpenAiEmbedder};
 #[cfg(feature = "mock")]
-pub use mock::{Fallback, MockOpenAi, MockReply, MockRich, MockUsageDetails, planner_reply};
+pub use mock::{
+    Fallback, MOCK_EMBEDDING_DIMENSIONS, MockOpenAi, MockReply, MockRich, MockUsageDetails,
+    mock_embedding, planner_reply,
+};
 pub use openai::OpenAiProvider;
 pub use sse::{SseEvent, SseParser};
 #[cfg(feature = "mock")]

@@ -30,14 +30,16 @@
 //! Layout: this file holds the provider (construction, sending with retries and timeouts, the
 //! [`ModelProvider`] impl); `request` builds the body, `options` reads `provider_options`,
 //! `stream` carries the response body to the caller, `decode` turns chunks into events,
-//! `metadata` holds the response extras (headers, usage details, `data:` URLs) and `retry` the
-//! backoff and `Retry-After` rules.
+//! `metadata` holds the response extras (headers, usage details, `data:` URLs), `retry` the
+//! backoff and `Retry-After` rules, and `embeddings` the `/embeddings` client built on the same
+//! connection, auth and retries.
 //!
 //! [`ModelEvent::Warning`]: super::ModelEvent::Warning
 //! [`ModelEvent::Source`]: super::ModelEvent::Source
 //! [`ModelEvent::File`]: super::ModelEvent::File
 
 mod decode;
+mod embeddings;
 mod metadata;
 mod options;
 mod request;
@@ -58,6 +60,7 @@ use tokio_util::sync::CancellationToken;
 use super::sse::SseParser;
 use super::{ModelError, ModelProvider, ModelRequest, ModelStream, ProviderConfig};
 use decode::ChunkDecoder;
+pub use embeddings::OpenAiEmbedder;
 use metadata::kept_headers;
 use retry::{backoff, retry_after};
 use stream::{EventStream, pump_body};
@@ -70,6 +73,8 @@ const CHANNEL_CAPACITY: usize = 16;
 /// A provider speaking the OpenAI Chat Completions streaming protocol.
 pub struct OpenAiProvider {
     name: String,
+    /// The API root (no trailing slash): the embeddings endpoint hangs off it too.
+    base: String,
     endpoint: String,
     include_usage: bool,
     structured_output: bool,
@@ -148,6 +153,7 @@ impl OpenAiProvider {
             })?;
         Ok(Self {
             endpoint: format!("{base}/chat/completions"),
+            base: base.to_owned(),
             name: cfg.name,
             include_usage: cfg.include_usage,
             structured_output: cfg.structured_output,
@@ -157,16 +163,17 @@ impl OpenAiProvider {
         })
     }
 
-    /// Sends the request, retrying connect errors, 429 and 5xx with backoff.
+    /// Sends the request to `endpoint`, retrying connect errors, 429 and 5xx with backoff.
     async fn send_with_retries(
         &self,
+        endpoint: &str,
         body: Bytes,
         max_retries: u32,
         cancel: &CancellationToken,
     ) -> Result<reqwest::Response, ModelError> {
         let mut attempt = 0u32;
         loop {
-            let (error, retry_after) = match self.send_once(body.clone(), cancel).await {
+            let (error, retry_after) = match self.send_once(endpoint, body.clone(), cancel).await {
                 Ok(response) => return Ok(response),
                 Err(failure) => failure,
             };
@@ -199,12 +206,13 @@ impl OpenAiProvider {
     /// One attempt; on failure also returns the provider's `Retry-After`, if any.
     async fn send_once(
         &self,
+        endpoint: &str,
         body: Bytes,
         cancel: &CancellationToken,
     ) -> Result<reqwest::Response, (ModelError, Option<Duration>)> {
         let send = self
             .client
-            .post(&self.endpoint)
+            .post(endpoint)
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "text/event-stream, application/json")
             .body(body)
@@ -295,7 +303,7 @@ impl ModelProvider for OpenAiProvider {
             .map_err(|e| ModelError::Protocol(format!("cannot encode request: {e}")))?;
         tracing::debug!(provider = %self.name, model = %request.model, "model request");
         let response = self
-            .send_with_retries(Bytes::from(body), max_retries, &cancel)
+            .send_with_retries(&self.endpoint, Bytes::from(body), max_retries, &cancel)
             .await?;
 
         let headers = kept_headers(response.headers());

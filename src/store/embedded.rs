@@ -44,15 +44,19 @@ use tokio::sync::oneshot;
 
 use super::{
     Cas, LogEntry, LogLimits, MessageQuery, Store, StoreError, StoreResult, StoredMessage,
-    ThreadCursor, ThreadInfo, ThreadKey, ThreadOrder, ThreadView, Versioned,
+    ThreadCursor, ThreadInfo, ThreadKey, ThreadOrder, ThreadView, VectorBatch, VectorEntry,
+    Versioned,
 };
 use notify::{Hub, Subscription, control_stream, follow_stream, watch_stream};
 use writer::{Ctx, Msg, Note};
 
+use runs::{append_log, delete_run, read_expiry, read_log, read_run, reschedule, sweep_expired};
 use threads::{owned_thread, save_thread};
 
 mod notify;
+mod runs;
 mod threads;
+mod vectors;
 mod writer;
 
 /// thread id → (owner, created_ms, updated_ms, next message position, meta).
@@ -510,6 +514,39 @@ impl Store for EmbeddedStore {
         .await
     }
 
+    async fn append_vectors(
+        &self,
+        resource_id: &str,
+        entries: Vec<VectorEntry>,
+    ) -> StoreResult<()> {
+        let resource_id = resource_id.to_string();
+        self.write(move |tx, _| vectors::append(tx, &resource_id, &entries))
+            .await
+    }
+
+    async fn read_vectors(
+        &self,
+        resource_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> StoreResult<VectorBatch> {
+        let resource_id = resource_id.to_string();
+        self.read(move |tx, _| vectors::read(tx, &resource_id, after, limit))
+            .await
+    }
+
+    async fn delete_vectors(
+        &self,
+        resource_id: &str,
+        thread_id: &str,
+        positions: Option<&[u64]>,
+    ) -> StoreResult<u64> {
+        let (resource_id, thread_id) = (resource_id.to_string(), thread_id.to_string());
+        let positions = positions.map(<[u64]>::to_vec);
+        self.write(move |tx, _| vectors::delete(tx, &resource_id, &thread_id, positions.as_deref()))
+            .await
+    }
+
     async fn get_thread(&self, key: &ThreadKey) -> StoreResult<Option<ThreadInfo>> {
         let key = key.clone();
         self.read(move |tx, _| threads::get(tx, &key)).await
@@ -612,14 +649,6 @@ impl Doc {
     }
 }
 
-/// A chunk log's bounds: positions `first..next` hold its entries.
-#[derive(Clone, Copy)]
-struct LogHead {
-    first: u64,
-    next: u64,
-    expires_ms: u64,
-}
-
 fn read_doc(
     table: &impl ReadableTable<DocKey, DocRow>,
     thread_id: &str,
@@ -635,208 +664,6 @@ fn read_doc(
     }))
 }
 
-fn read_run(
-    table: &impl ReadableTable<&'static str, RunRow>,
-    run_id: &str,
-    now_ms: u64,
-) -> StoreResult<Option<Versioned>> {
-    let Some(guard) = table.get(run_id)? else {
-        return Ok(None);
-    };
-    let (version, expires_ms, value) = guard.value();
-    Ok((expires_ms > now_ms).then(|| Versioned {
-        version,
-        value: Bytes::copy_from_slice(value),
-    }))
-}
-
-/// The stored expiry of a record, expired or not (to unschedule it).
-fn read_expiry<V: redb::Value + 'static>(
-    table: &impl ReadableTable<&'static str, V>,
-    id: &str,
-    expires: impl FnOnce(V::SelfType<'_>) -> u64,
-) -> StoreResult<Option<u64>> {
-    Ok(table.get(id)?.map(|guard| expires(guard.value())))
-}
-
-fn read_head(
-    table: &impl ReadableTable<&'static str, (u64, u64, u64)>,
-    run_id: &str,
-) -> StoreResult<Option<LogHead>> {
-    Ok(table.get(run_id)?.map(|guard| {
-        let (first, next, expires_ms) = guard.value();
-        LogHead {
-            first,
-            next,
-            expires_ms,
-        }
-    }))
-}
-
-/// Moves a record's entry in the expiry schedule.
-fn reschedule(
-    expiry: &mut redb::Table<ExpiryKey, ()>,
-    kind: u8,
-    id: &str,
-    old: Option<u64>,
-    new: Option<u64>,
-) -> StoreResult<()> {
-    if let Some(old) = old {
-        expiry.remove((old, kind, id))?;
-    }
-    if let Some(new) = new {
-        expiry.insert((new, kind, id), ())?;
-    }
-    Ok(())
-}
-
-/// Appends to a run's log, drops what exceeds `max_chunks` and restarts its time-to-live.
-fn append_log(
-    tx: &WriteTransaction,
-    ctx: &Ctx,
-    run_id: &str,
-    chunks: &[LogEntry],
-    limits: LogLimits,
-) -> StoreResult<()> {
-    let mut heads = tx.open_table(LOG_HEADS)?;
-    let mut entries = tx.open_table(LOG_ENTRIES)?;
-    let stored = read_head(&heads, run_id)?;
-    let mut head = match stored {
-        // An expired log the sweep has not reached yet: its chunks must not reappear.
-        Some(head) if head.expires_ms <= ctx.now_ms => {
-            remove_entries(&mut entries, run_id, head.first..head.next)?;
-            LogHead {
-                first: head.next,
-                ..head
-            }
-        }
-        Some(head) => head,
-        None => LogHead {
-            first: 0,
-            next: 0,
-            expires_ms: 0,
-        },
-    };
-    for (seq, bytes) in chunks {
-        entries.insert((run_id, head.next), (*seq, bytes.as_ref()))?;
-        head.next += 1;
-    }
-    let max = u64::try_from(limits.max_chunks).unwrap_or(u64::MAX);
-    let keep_from = head.next.saturating_sub(max).max(head.first);
-    remove_entries(&mut entries, run_id, head.first..keep_from)?;
-    head.first = keep_from;
-    let mut expiry = tx.open_table(EXPIRY)?;
-    let old_expiry = stored.map(|head| head.expires_ms);
-    if head.first == head.next {
-        heads.remove(run_id)?;
-        return reschedule(&mut expiry, EXPIRING_LOG, run_id, old_expiry, None);
-    }
-    head.expires_ms = ctx.expires_at(limits.ttl);
-    heads.insert(run_id, (head.first, head.next, head.expires_ms))?;
-    reschedule(
-        &mut expiry,
-        EXPIRING_LOG,
-        run_id,
-        old_expiry,
-        Some(head.expires_ms),
-    )
-}
-
-fn remove_entries(
-    entries: &mut redb::Table<LogKey, LogRow>,
-    run_id: &str,
-    positions: std::ops::Range<u64>,
-) -> StoreResult<()> {
-    for position in positions {
-        entries.remove((run_id, position))?;
-    }
-    Ok(())
-}
-
-/// The live log entries of a run with a sequence number above `after_seq` (all if `None`).
-fn read_log(
-    tx: &ReadTransaction,
-    run_id: &str,
-    after_seq: Option<u64>,
-    now_ms: u64,
-) -> StoreResult<Vec<LogEntry>> {
-    let Some(head) = read_head(&tx.open_table(LOG_HEADS)?, run_id)? else {
-        return Ok(Vec::new());
-    };
-    if head.expires_ms <= now_ms {
-        return Ok(Vec::new());
-    }
-    let table = tx.open_table(LOG_ENTRIES)?;
-    let mut chunks = Vec::new();
-    for entry in table.range((run_id, head.first)..(run_id, head.next))? {
-        let (_, value) = entry?;
-        let (seq, bytes) = value.value();
-        if after_seq.is_none_or(|after| seq > after) {
-            chunks.push((seq, Bytes::copy_from_slice(bytes)));
-        }
-    }
-    Ok(chunks)
-}
-
-/// Deletes up to [`SWEEP_LIMIT`] records whose expiry has passed.
-fn sweep_expired(tx: &WriteTransaction, now_ms: u64) -> StoreResult<usize> {
-    let mut expiry = tx.open_table(EXPIRY)?;
-    let due = expiry
-        .range(..(now_ms.saturating_add(1), 0, ""))?
-        .take(SWEEP_LIMIT)
-        .map(|entry| {
-            let (key, _) = entry?;
-            let (at, kind, id) = key.value();
-            Ok((at, kind, id.to_string()))
-        })
-        .collect::<StoreResult<Vec<_>>>()?;
-    for (at, kind, id) in &due {
-        expiry.remove((*at, *kind, id.as_str()))?;
-        purge(tx, *kind, id, now_ms)?;
-    }
-    Ok(due.len())
-}
-
-/// Deletes one record if it is still expired (a later write may have extended it).
-fn purge(tx: &WriteTransaction, kind: u8, id: &str, now_ms: u64) -> StoreResult<()> {
-    match kind {
-        EXPIRING_RUN => {
-            let mut runs = tx.open_table(RUNS)?;
-            if read_expiry(&runs, id, |(_, expires, _)| expires)?.is_some_and(|at| at <= now_ms) {
-                runs.remove(id)?;
-            }
-        }
-        EXPIRING_LOG => {
-            let mut heads = tx.open_table(LOG_HEADS)?;
-            if let Some(head) = read_head(&heads, id)?.filter(|h| h.expires_ms <= now_ms) {
-                let mut entries = tx.open_table(LOG_ENTRIES)?;
-                remove_entries(&mut entries, id, head.first..head.next)?;
-                heads.remove(id)?;
-            }
-        }
-        EXPIRING_CLAIM => {
-            let mut claims = tx.open_table(CLAIMS)?;
-            if read_expiry(&claims, id, |(expires, _)| expires)?.is_some_and(|at| at <= now_ms) {
-                claims.remove(id)?;
-            }
-        }
-        other => return Err(StoreError::Corrupt(format!("unknown expiry kind {other}"))),
-    }
-    Ok(())
-}
-
-/// Deletes a run's record and chunk log now, with their places in the expiry schedule.
-fn delete_run(tx: &WriteTransaction, run_id: &str) -> StoreResult<()> {
-    let run_expiry = read_expiry(&tx.open_table(RUNS)?, run_id, |(_, expires, _)| expires)?;
-    let log_expiry = read_head(&tx.open_table(LOG_HEADS)?, run_id)?.map(|h| h.expires_ms);
-    let mut expiry = tx.open_table(EXPIRY)?;
-    reschedule(&mut expiry, EXPIRING_RUN, run_id, run_expiry, None)?;
-    reschedule(&mut expiry, EXPIRING_LOG, run_id, log_expiry, None)?;
-    drop(expiry);
-    purge(tx, EXPIRING_RUN, run_id, u64::MAX)?;
-    purge(tx, EXPIRING_LOG, run_id, u64::MAX)
-}
-
 /// Creates every table, so that read transactions never meet a missing one.
 fn create_tables(db: &Database) -> StoreResult<()> {
     let tx = db.begin_write()?;
@@ -849,6 +676,7 @@ fn create_tables(db: &Database) -> StoreResult<()> {
     tx.open_table(CLAIMS)?;
     tx.open_table(INDEX)?;
     tx.open_table(EXPIRY)?;
+    vectors::create_tables(&tx)?;
     tx.open_table(threads::THREAD_DELETED)?;
     tx.open_table(threads::RESOURCE_DOCS)?;
     threads::backfill_list(&tx)?;
@@ -908,149 +736,4 @@ unavailable_from!(
 );
 
 #[cfg(test)]
-mod tests {
-    use futures::StreamExt;
-    use redb::ReadableTableMetadata;
-
-    use super::*;
-
-    fn open(dir: &tempfile::TempDir, options: EmbeddedOptions) -> EmbeddedStore {
-        EmbeddedStore::open_with(dir.path(), options).unwrap()
-    }
-
-    fn small_channels() -> EmbeddedOptions {
-        EmbeddedOptions {
-            channel_capacity: 2,
-            ..EmbeddedOptions::default()
-        }
-    }
-
-    async fn next<T>(stream: &mut BoxStream<'static, StoreResult<T>>) -> T {
-        tokio::time::timeout(Duration::from_secs(5), stream.next())
-            .await
-            .expect("no item in time")
-            .expect("stream ended")
-            .expect("error item")
-    }
-
-    fn key() -> ThreadKey {
-        ThreadKey {
-            thread_id: "t".into(),
-            resource_id: "r".into(),
-        }
-    }
-
-    #[tokio::test]
-    async fn lagging_watcher_gets_the_current_value() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = open(&dir, small_channels());
-        let mut watch = store.watch_doc(&key(), "d").await.unwrap();
-        for version in 0..10u64 {
-            let value = Bytes::from(version.to_string());
-            store.cas_doc(&key(), "d", version, value).await.unwrap();
-        }
-        let first = next(&mut watch).await;
-        assert_eq!(first.version, 10);
-        store.cas_doc(&key(), "d", 10, Bytes::new()).await.unwrap();
-        assert_eq!(next(&mut watch).await.version, 11);
-    }
-
-    #[tokio::test]
-    async fn lagging_follower_rereads_missed_chunks() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = open(&dir, small_channels());
-        let mut follow = store.follow_chunks("run").await.unwrap();
-        let limits = LogLimits {
-            max_chunks: 100,
-            ttl: Duration::from_secs(30),
-        };
-        for seq in 0..10u64 {
-            let chunk = (seq, Bytes::from(seq.to_string()));
-            store
-                .append_chunks("run", vec![chunk], limits)
-                .await
-                .unwrap();
-        }
-        for seq in 0..10u64 {
-            assert_eq!(next(&mut follow).await.0, seq);
-        }
-    }
-
-    #[tokio::test]
-    async fn lagging_control_subscriber_gets_an_error_then_goes_on() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = open(&dir, small_channels());
-        let mut control = store.subscribe_control("run").await.unwrap();
-        for _ in 0..5 {
-            store
-                .publish_control("run", Bytes::from_static(b"x"))
-                .await
-                .unwrap();
-        }
-        let lagged = control.next().await.unwrap();
-        assert!(matches!(lagged, Err(StoreError::Unavailable(_))));
-        assert_eq!(next(&mut control).await, Bytes::from_static(b"x"));
-    }
-
-    #[tokio::test]
-    async fn topics_are_dropped_with_their_last_subscriber() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = open(&dir, EmbeddedOptions::default());
-        let first = store.watch_doc(&key(), "d").await.unwrap();
-        let second = store.watch_doc(&key(), "d").await.unwrap();
-        let follow = store.follow_chunks("run").await.unwrap();
-        drop(first);
-        assert_eq!(store.shared.docs.topics(), 1);
-        drop((second, follow));
-        assert_eq!(store.shared.docs.topics(), 0);
-        assert_eq!(store.shared.chunks.topics(), 0);
-    }
-
-    #[tokio::test]
-    async fn sweep_purges_expired_records() {
-        let dir = tempfile::tempdir().unwrap();
-        let options = EmbeddedOptions {
-            sweep_every: Duration::from_millis(50),
-            ..EmbeddedOptions::default()
-        };
-        let store = open(&dir, options);
-        let ttl = Duration::from_millis(50);
-        let limits = LogLimits { max_chunks: 5, ttl };
-        store.cas_run("run", 0, Bytes::new(), ttl).await.unwrap();
-        store
-            .append_chunks("run", vec![(1, Bytes::new())], limits)
-            .await
-            .unwrap();
-        store.claim_key("idem", Bytes::new(), ttl).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let counts = store
-            .read(|tx, _| {
-                Ok([
-                    tx.open_table(RUNS)?.len()?,
-                    tx.open_table(LOG_HEADS)?.len()?,
-                    tx.open_table(LOG_ENTRIES)?.len()?,
-                    tx.open_table(CLAIMS)?.len()?,
-                    tx.open_table(EXPIRY)?.len()?,
-                ])
-            })
-            .await
-            .unwrap();
-        assert_eq!(counts, [0; 5]);
-    }
-
-    #[tokio::test]
-    async fn strict_durability_mode_works() {
-        let dir = tempfile::tempdir().unwrap();
-        let options = EmbeddedOptions {
-            durable_every: Duration::ZERO,
-            ..EmbeddedOptions::default()
-        };
-        let store = open(&dir, options);
-        let written = store.cas_doc(&key(), "d", 0, Bytes::new()).await.unwrap();
-        assert_eq!(written, Cas::Written(1));
-        assert_eq!(
-            store.get_doc(&key(), "d").await.unwrap().unwrap().version,
-            1
-        );
-    }
-}
+mod tests;

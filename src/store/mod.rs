@@ -116,6 +116,28 @@ pub type StoredMessage = (u64, Bytes);
 /// One chunk of a run's log: its sequence number and encoded bytes.
 pub type LogEntry = (u64, Bytes);
 
+/// One message embedding in a resource's vector log.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VectorEntry {
+    /// The thread holding the message.
+    pub thread_id: String,
+    /// The message's position in its thread.
+    pub position: u64,
+    /// The embedding as little-endian `f32`s (normalized by the caller).
+    pub vector: Bytes,
+}
+
+/// A page of a resource's vector log.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct VectorBatch {
+    /// Bumped by every deletion: a reader holding entries of an older epoch must reload.
+    pub epoch: u64,
+    /// Entries with a sequence number above the one asked for, oldest first.
+    pub entries: Vec<(u64, VectorEntry)>,
+    /// The highest sequence number ever assigned in the log (0: none).
+    pub last_seq: u64,
+}
+
 /// Errors of the store; mapped once to gRPC statuses at the edge.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -289,4 +311,27 @@ pub trait Store: Send + Sync + 'static {
 
     /// Lists the members of an index set.
     async fn index_members(&self, index: &str) -> StoreResult<Vec<String>>;
+
+    /// Appends message embeddings to the resource's vector log in one step, each given the
+    /// next sequence number of that log.
+    async fn append_vectors(&self, resource_id: &str, entries: Vec<VectorEntry>)
+    -> StoreResult<()>;
+
+    /// Reads at most `limit` entries of the resource's vector log with a sequence number above
+    /// `after`, with the log's epoch and last sequence number read in the same snapshot.
+    async fn read_vectors(
+        &self,
+        resource_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> StoreResult<VectorBatch>;
+
+    /// Deletes a thread's entries from the resource's vector log (only those at `positions`
+    /// when given) and bumps the log's epoch when any existed; returns how many were deleted.
+    async fn delete_vectors(
+        &self,
+        resource_id: &str,
+        thread_id: &str,
+        positions: Option<&[u64]>,
+    ) -> StoreResult<u64>;
 }

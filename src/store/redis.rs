@@ -15,6 +15,7 @@
 //! | `agentd:{i:<index>}:set`             | set  | members                                |
 //! | `agentd:{u:<resource>}:threads:created` / `:updated` | zset | thread ids by time     |
 //! | `agentd:{u:<resource>}:doc:<kind>`   | hash | v, value, created_ms, updated_ms       |
+//! | `agentd:{v:<resource>}:…`            |      | vector logs (see `redis/vectors.rs`)   |
 //!
 //! A deleted message leaves an empty string in `msgs` (positions never move) and is counted in
 //! the meta hash's `deleted` field.
@@ -24,195 +25,39 @@
 //! `agentd:{r:<run>}:chunks` carries `<seq>:<bytes>`, `agentd:{r:<run>}:control` raw messages.
 //! Id parts are escaped (`%`, `{`, `}`, `:`) so that distinct ids never share a key.
 
-use std::borrow::Cow;
 use std::future::Future;
 use std::io;
-use std::sync::LazyLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubStream};
-use redis::{
-    Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, Script, ScriptInvocation, Value,
-};
+use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, ScriptInvocation};
 
 use super::{
     Cas, LogEntry, LogLimits, MessageQuery, Store, StoreError, StoreResult, StoredMessage,
-    ThreadCursor, ThreadInfo, ThreadKey, ThreadOrder, ThreadView, Versioned,
+    ThreadCursor, ThreadInfo, ThreadKey, ThreadOrder, ThreadView, VectorBatch, VectorEntry,
+    Versioned,
 };
 
+mod codec;
+mod keys;
+mod scripts;
 mod threads;
+mod vectors;
+
+use codec::{decode_cas, encode_numbered, split_numbered, ttl_ms, versioned};
+use keys::{
+    doc_key, esc, index_key, listing_key, resource_key, run_key, thread_key, watch_channel,
+};
+use scripts::{
+    APPEND_CHUNKS, APPEND_MESSAGES, CAS_DOC, CAS_PLAIN, CAS_RUN, CLAIM_KEY, GET_DOC, LOAD_THREAD,
+    script,
+};
 
 /// Error code raised by the scripts when a thread belongs to another resource.
 const WRONG_OWNER: &str = "WRONGOWNER";
-
-/// Helpers shared by every script (prepended to each body).
-const PRELUDE: &str = r#"
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
--- Whether `resource` may use the thread (an absent thread is free), and the current owner.
-local function may_use(meta, resource)
-  local owner = redis.call('HGET', meta, 'owner')
-  return (not owner) or owner == resource, owner
-end
--- Creates the thread for `resource` when absent; bumps updated_ms; keeps the resource's
--- listings (by creation, by update) current.
-local function touch_thread(meta, resource, now, by_created, by_updated, thread)
-  if redis.call('HSETNX', meta, 'owner', resource) == 1 then
-    redis.call('HSET', meta, 'created_ms', now)
-    redis.call('ZADD', by_created, now, thread)
-  end
-  redis.call('HSET', meta, 'updated_ms', now)
-  redis.call('ZADD', by_updated, now, thread)
-end
--- The newest `n` (a decimal string) messages, oldest first, skipping deleted ones (empty
--- strings: positions never move).
-local function last_messages(meta, msgs, n)
-  local deleted = tonumber(redis.call('HGET', meta, 'deleted') or '0')
-  if deleted == 0 then return redis.call('LRANGE', msgs, '-' .. n, -1) end
-  local want = math.min(tonumber(n), redis.call('LLEN', msgs))
-  local raw = redis.call('LRANGE', msgs, -(want + deleted), -1)
-  local kept = {}
-  for i = #raw, 1, -1 do
-    if #kept == want then break end
-    if raw[i] ~= '' then kept[#kept + 1] = raw[i] end
-  end
-  local out = {}
-  for i = #kept, 1, -1 do out[#out + 1] = kept[i] end
-  return out
-end
--- A versioned hash as {v, value}, or false when absent.
-local function read_versioned(key)
-  local cur = redis.call('HMGET', key, 'v', 'value')
-  if cur[1] then return {cur[1], cur[2]} end
-  return false
-end
--- Compare-and-set of a versioned hash: {1, new_version} or {0} / {0, v, value} on conflict.
--- Versions are compared as decimal strings, so no float rounding can make them match.
-local function cas_versioned(key, expected, value, now)
-  local cur = redis.call('HMGET', key, 'v', 'value')
-  if (cur[1] or '0') ~= expected then
-    if cur[1] then return {0, cur[1], cur[2]} end
-    return {0}
-  end
-  if not cur[1] then redis.call('HSET', key, 'created_ms', now) end
-  local v = redis.call('HINCRBY', key, 'v', 1)
-  redis.call('HSET', key, 'value', value, 'updated_ms', now)
-  return {1, v}
-end
-"#;
-
-/// KEYS: meta, msgs, docs…; ARGV: resource, last_messages → {exists, msgs, docs}.
-static LOAD_THREAD: LazyLock<Script> = LazyLock::new(|| {
-    script(
-        r#"
-local ok, owner = may_use(KEYS[1], ARGV[1])
-if not ok then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
-local msgs = {}
-if ARGV[2] ~= '0' then msgs = last_messages(KEYS[1], KEYS[2], ARGV[2]) end
-local docs = {}
-for i = 3, #KEYS do docs[i - 2] = read_versioned(KEYS[i]) end
-return {owner and 1 or 0, msgs, docs}
-"#,
-    )
-});
-
-/// KEYS: meta, doc; ARGV: resource → {v, value} or nil.
-static GET_DOC: LazyLock<Script> = LazyLock::new(|| {
-    script(
-        r#"
-if not may_use(KEYS[1], ARGV[1]) then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
-return read_versioned(KEYS[2])
-"#,
-    )
-});
-
-/// KEYS: meta, doc, by_created, by_updated; ARGV: resource, expected, value, channel, thread
-/// → CAS reply.
-static CAS_DOC: LazyLock<Script> = LazyLock::new(|| {
-    script(
-        r#"
-if not may_use(KEYS[1], ARGV[1]) then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
-local now = now_ms()
-local res = cas_versioned(KEYS[2], ARGV[2], ARGV[3], now)
-if res[1] == 1 then
-  touch_thread(KEYS[1], ARGV[1], now, KEYS[3], KEYS[4], ARGV[5])
-  redis.call('PUBLISH', ARGV[4], res[2] .. ':' .. ARGV[3])
-end
-return res
-"#,
-    )
-});
-
-/// KEYS: meta, msgs, by_created, by_updated; ARGV: resource, thread, has_meta ('1'/'0'), meta,
-/// messages… → the position of the first message appended.
-static APPEND_MESSAGES: LazyLock<Script> = LazyLock::new(|| {
-    script(
-        r#"
-if not may_use(KEYS[1], ARGV[1]) then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
-touch_thread(KEYS[1], ARGV[1], now_ms(), KEYS[3], KEYS[4], ARGV[2])
-if ARGV[3] == '1' then redis.call('HSET', KEYS[1], 'meta', ARGV[4]) end
-local first = redis.call('LLEN', KEYS[2])
-for i = 5, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
-return first
-"#,
-    )
-});
-
-/// KEYS: run; ARGV: expected, value, ttl_ms → CAS reply.
-static CAS_RUN: LazyLock<Script> = LazyLock::new(|| {
-    script(
-        r#"
-local res = cas_versioned(KEYS[1], ARGV[1], ARGV[2], now_ms())
-if res[1] == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
-return res
-"#,
-    )
-});
-
-/// KEYS: log; ARGV: max_chunks, ttl_ms, channel, entries… → 1.
-static APPEND_CHUNKS: LazyLock<Script> = LazyLock::new(|| {
-    script(
-        r#"
-for i = 4, #ARGV do
-  redis.call('RPUSH', KEYS[1], ARGV[i])
-  redis.call('PUBLISH', ARGV[3], ARGV[i])
-end
-if ARGV[1] == '0' then
-  redis.call('DEL', KEYS[1])
-else
-  redis.call('LTRIM', KEYS[1], '-' .. ARGV[1], -1)
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 1
-"#,
-    )
-});
-
-/// KEYS: doc; ARGV: expected, value → CAS reply (a document without expiry).
-static CAS_PLAIN: LazyLock<Script> =
-    LazyLock::new(|| script("return cas_versioned(KEYS[1], ARGV[1], ARGV[2], now_ms())"));
-
-/// KEYS: key; ARGV: value, ttl_ms → the first claimer's value, or nil when claimed now.
-static CLAIM_KEY: LazyLock<Script> = LazyLock::new(|| {
-    script(
-        r#"
-local cur = redis.call('GET', KEYS[1])
-if cur then return cur end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return false
-"#,
-    )
-});
-
-/// Builds a script from the shared prelude and a body.
-fn script(body: &str) -> Script {
-    Script::new(&format!("{PRELUDE}{body}"))
-}
 
 /// Timeouts of a [`RedisStore`]; the defaults make calls against a dead server fail within ~2 s.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -553,6 +398,32 @@ impl Store for RedisStore {
         Ok(members)
     }
 
+    async fn append_vectors(
+        &self,
+        resource_id: &str,
+        entries: Vec<VectorEntry>,
+    ) -> StoreResult<()> {
+        vectors::append(self, resource_id, &entries).await
+    }
+
+    async fn read_vectors(
+        &self,
+        resource_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> StoreResult<VectorBatch> {
+        vectors::read(self, resource_id, after, limit).await
+    }
+
+    async fn delete_vectors(
+        &self,
+        resource_id: &str,
+        thread_id: &str,
+        positions: Option<&[u64]>,
+    ) -> StoreResult<u64> {
+        vectors::delete(self, resource_id, thread_id, positions).await
+    }
+
     async fn get_thread(&self, key: &ThreadKey) -> StoreResult<Option<ThreadInfo>> {
         threads::get(self, key).await
     }
@@ -678,140 +549,4 @@ fn payload_stream<T: Send + 'static>(
             ))
         }))
         .boxed()
-}
-
-/// Decodes a CAS script reply: `{1, v}`, `{0}` or `{0, v, value}`.
-fn decode_cas(reply: Vec<Value>) -> StoreResult<Cas> {
-    let mut parts = reply.into_iter();
-    let written = parts.next().map(u8::from_redis_value).transpose();
-    let version = parts.next().map(u64::from_redis_value).transpose();
-    let value = parts.next().map(Bytes::from_redis_value).transpose();
-    let corrupt = |e: redis::ParsingError| StoreError::Corrupt(format!("CAS reply: {e}"));
-    match (
-        written.map_err(corrupt)?,
-        version.map_err(corrupt)?,
-        value.map_err(corrupt)?,
-    ) {
-        (Some(1), Some(version), None) => Ok(Cas::Written(version)),
-        (Some(0), None, None) => Ok(Cas::Conflict(None)),
-        (Some(0), Some(version), Some(value)) => {
-            Ok(Cas::Conflict(Some(Versioned { version, value })))
-        }
-        _ => Err(StoreError::Corrupt("unexpected CAS reply shape".into())),
-    }
-}
-
-/// Builds a [`Versioned`] from a script's `{v, value}` pair.
-fn versioned((version, value): (u64, Bytes)) -> Versioned {
-    Versioned { version, value }
-}
-
-/// Encodes `<number>:<bytes>` (log entries and doc notifications).
-fn encode_numbered(number: u64, bytes: &[u8]) -> Vec<u8> {
-    let mut out = format!("{number}:").into_bytes();
-    out.extend_from_slice(bytes);
-    out
-}
-
-/// Decodes `<number>:<bytes>`.
-fn split_numbered(raw: &[u8]) -> StoreResult<(u64, Bytes)> {
-    let corrupt = || StoreError::Corrupt("malformed numbered entry".into());
-    let colon = raw.iter().position(|b| *b == b':').ok_or_else(corrupt)?;
-    let number = std::str::from_utf8(&raw[..colon])
-        .ok()
-        .and_then(|digits| digits.parse().ok())
-        .ok_or_else(corrupt)?;
-    Ok((number, Bytes::copy_from_slice(&raw[colon + 1..])))
-}
-
-/// Milliseconds for PX/PEXPIRE (at least 1: Redis rejects 0).
-fn ttl_ms(ttl: Duration) -> u64 {
-    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
-}
-
-/// Escapes the characters that delimit key parts, so that distinct ids never share a key.
-fn esc(part: &str) -> Cow<'_, str> {
-    if !part.contains(['%', '{', '}', ':']) {
-        return Cow::Borrowed(part);
-    }
-    let mut out = String::with_capacity(part.len() + 8);
-    for c in part.chars() {
-        match c {
-            '%' => out.push_str("%25"),
-            '{' => out.push_str("%7B"),
-            '}' => out.push_str("%7D"),
-            ':' => out.push_str("%3A"),
-            c => out.push(c),
-        }
-    }
-    Cow::Owned(out)
-}
-
-/// A key of a thread (`suffix` is trusted, not escaped).
-fn thread_key(thread_id: &str, suffix: &str) -> String {
-    format!("agentd:{{t:{}}}:{suffix}", esc(thread_id))
-}
-
-/// The key of one document of a thread.
-fn doc_key(thread_id: &str, kind: &str) -> String {
-    thread_key(thread_id, &format!("doc:{}", esc(kind)))
-}
-
-/// The channel of a document's new values, scoped to the resource that owns the thread.
-fn watch_channel(key: &ThreadKey, kind: &str) -> String {
-    thread_key(
-        &key.thread_id,
-        &format!("watch:{}:{}", esc(kind), esc(&key.resource_id)),
-    )
-}
-
-/// A key (or channel) of a run.
-fn run_key(run_id: &str, suffix: &str) -> String {
-    format!("agentd:{{r:{}}}:{suffix}", esc(run_id))
-}
-
-/// A resource's thread listing (sorted set of thread ids by time). Its tag is the resource's,
-/// so scripts that keep it current with a thread touch two slots: Redis Cluster support will
-/// have to move that update out of the thread scripts.
-fn listing_key(resource_id: &str, order: ThreadOrder) -> String {
-    let suffix = match order {
-        ThreadOrder::Created => "threads:created",
-        ThreadOrder::Updated => "threads:updated",
-    };
-    resource_key(resource_id, suffix)
-}
-
-/// A key of a resource.
-fn resource_key(resource_id: &str, suffix: &str) -> String {
-    format!("agentd:{{u:{}}}:{suffix}", esc(resource_id))
-}
-
-/// The key of an index set.
-fn index_key(index: &str) -> String {
-    format!("agentd:{{i:{}}}:set", esc(index))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn escaped_ids_never_collide() {
-        assert_eq!(thread_key("abc", "meta"), "agentd:{t:abc}:meta");
-        assert_ne!(
-            doc_key("x", "tasks}:meta"),
-            thread_key("x}:doc:tasks", "meta")
-        );
-        assert_eq!(esc("a%7B"), "a%257B");
-    }
-
-    #[test]
-    fn numbered_entries_round_trip() {
-        let raw = encode_numbered(42, b"a:b");
-        assert_eq!(
-            split_numbered(&raw).unwrap(),
-            (42, Bytes::from_static(b"a:b"))
-        );
-        assert!(split_numbered(b"nope").is_err());
-    }
 }

@@ -12,6 +12,7 @@ use tracing::warn;
 
 use super::Runner;
 use crate::agent::emit::Emitter;
+use crate::agent::error::RunFailure;
 use crate::agent::event::Event;
 use crate::agent::message::{self, Message, Part, Role, SignalMeta, now_ms};
 use crate::agent::tools::ToolKind;
@@ -122,7 +123,7 @@ impl Runner {
 
     /// Saves the messages not saved yet (input first), unless the run has no memory or is
     /// read-only.
-    pub(super) async fn save(&mut self) -> Result<(), StoreError> {
+    pub(super) async fn save(&mut self) -> Result<(), RunFailure> {
         let request = &self.state.request;
         let Some(memory) = &request.memory else {
             return Ok(());
@@ -166,7 +167,9 @@ impl Runner {
             resource_id: memory.resource_id.clone(),
         };
         let count = all.len();
-        self.deps.store.append_messages(&key, meta, encoded).await?;
+        let vectors = self.embed_for_save(&all[self.state.saved..]).await?;
+        let first = self.deps.store.append_messages(&key, meta, encoded).await?;
+        self.store_vectors(&key, first, vectors).await?;
         self.state.saved = count;
         self.state.thread_existed = true;
         Ok(())

@@ -106,8 +106,10 @@ impl Runner {
     }
 
     /// The run's system messages, in order: instructions, the task-list guidance (not again
-    /// in a continuation), the request's extra system messages, working memory (after the
-    /// agent's other system messages, as the reference places it).
+    /// in a continuation), the request's extra system messages, then the memory ones (tagged
+    /// `memory` in the reference, which puts tagged messages after the others) in the order of
+    /// its memory processors: working memory, then semantic recall's message of other threads'
+    /// hits.
     pub(super) fn system_messages(&self) -> Vec<String> {
         let request = &self.state.request;
         let instructions = request
@@ -125,6 +127,7 @@ impl Runner {
             .chain(guidance.then(|| TASK_LIST_GUIDANCE.to_owned()))
             .chain(request.system.iter().cloned())
             .chain(self.state.working_memory.as_ref().map(|w| w.prompt.clone()))
+            .chain(self.state.recalled_system.clone())
             .collect()
     }
 

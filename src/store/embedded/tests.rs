@@ -1,0 +1,147 @@
+//! Unit tests of the embedded store's internals (writer batching, lagging subscribers,
+//! expiry); behaviour shared with Redis is in `tests/store_suite.rs`.
+
+use futures::StreamExt;
+use redb::ReadableTableMetadata;
+
+use super::*;
+
+fn open(dir: &tempfile::TempDir, options: EmbeddedOptions) -> EmbeddedStore {
+    EmbeddedStore::open_with(dir.path(), options).unwrap()
+}
+
+fn small_channels() -> EmbeddedOptions {
+    EmbeddedOptions {
+        channel_capacity: 2,
+        ..EmbeddedOptions::default()
+    }
+}
+
+async fn next<T>(stream: &mut BoxStream<'static, StoreResult<T>>) -> T {
+    tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .expect("no item in time")
+        .expect("stream ended")
+        .expect("error item")
+}
+
+fn key() -> ThreadKey {
+    ThreadKey {
+        thread_id: "t".into(),
+        resource_id: "r".into(),
+    }
+}
+
+#[tokio::test]
+async fn lagging_watcher_gets_the_current_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, small_channels());
+    let mut watch = store.watch_doc(&key(), "d").await.unwrap();
+    for version in 0..10u64 {
+        let value = Bytes::from(version.to_string());
+        store.cas_doc(&key(), "d", version, value).await.unwrap();
+    }
+    let first = next(&mut watch).await;
+    assert_eq!(first.version, 10);
+    store.cas_doc(&key(), "d", 10, Bytes::new()).await.unwrap();
+    assert_eq!(next(&mut watch).await.version, 11);
+}
+
+#[tokio::test]
+async fn lagging_follower_rereads_missed_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, small_channels());
+    let mut follow = store.follow_chunks("run").await.unwrap();
+    let limits = LogLimits {
+        max_chunks: 100,
+        ttl: Duration::from_secs(30),
+    };
+    for seq in 0..10u64 {
+        let chunk = (seq, Bytes::from(seq.to_string()));
+        store
+            .append_chunks("run", vec![chunk], limits)
+            .await
+            .unwrap();
+    }
+    for seq in 0..10u64 {
+        assert_eq!(next(&mut follow).await.0, seq);
+    }
+}
+
+#[tokio::test]
+async fn lagging_control_subscriber_gets_an_error_then_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, small_channels());
+    let mut control = store.subscribe_control("run").await.unwrap();
+    for _ in 0..5 {
+        store
+            .publish_control("run", Bytes::from_static(b"x"))
+            .await
+            .unwrap();
+    }
+    let lagged = control.next().await.unwrap();
+    assert!(matches!(lagged, Err(StoreError::Unavailable(_))));
+    assert_eq!(next(&mut control).await, Bytes::from_static(b"x"));
+}
+
+#[tokio::test]
+async fn topics_are_dropped_with_their_last_subscriber() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, EmbeddedOptions::default());
+    let first = store.watch_doc(&key(), "d").await.unwrap();
+    let second = store.watch_doc(&key(), "d").await.unwrap();
+    let follow = store.follow_chunks("run").await.unwrap();
+    drop(first);
+    assert_eq!(store.shared.docs.topics(), 1);
+    drop((second, follow));
+    assert_eq!(store.shared.docs.topics(), 0);
+    assert_eq!(store.shared.chunks.topics(), 0);
+}
+
+#[tokio::test]
+async fn sweep_purges_expired_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = EmbeddedOptions {
+        sweep_every: Duration::from_millis(50),
+        ..EmbeddedOptions::default()
+    };
+    let store = open(&dir, options);
+    let ttl = Duration::from_millis(50);
+    let limits = LogLimits { max_chunks: 5, ttl };
+    store.cas_run("run", 0, Bytes::new(), ttl).await.unwrap();
+    store
+        .append_chunks("run", vec![(1, Bytes::new())], limits)
+        .await
+        .unwrap();
+    store.claim_key("idem", Bytes::new(), ttl).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let counts = store
+        .read(|tx, _| {
+            Ok([
+                tx.open_table(RUNS)?.len()?,
+                tx.open_table(LOG_HEADS)?.len()?,
+                tx.open_table(LOG_ENTRIES)?.len()?,
+                tx.open_table(CLAIMS)?.len()?,
+                tx.open_table(EXPIRY)?.len()?,
+            ])
+        })
+        .await
+        .unwrap();
+    assert_eq!(counts, [0; 5]);
+}
+
+#[tokio::test]
+async fn strict_durability_mode_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = EmbeddedOptions {
+        durable_every: Duration::ZERO,
+        ..EmbeddedOptions::default()
+    };
+    let store = open(&dir, options);
+    let written = store.cas_doc(&key(), "d", 0, Bytes::new()).await.unwrap();
+    assert_eq!(written, Cas::Written(1));
+    assert_eq!(
+        store.get_doc(&key(), "d").await.unwrap().unwrap().version,
+        1
+    );
+}
