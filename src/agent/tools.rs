@@ -10,7 +10,7 @@ use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::HttpToolConfig;
-use crate::memory::working;
+use crate::memory::{working, working_store};
 use crate::store::{Cas, Store, ThreadKey};
 use crate::tasklist::{TaskList, TaskLists};
 use crate::tasks;
@@ -205,15 +205,9 @@ async fn update_working_memory(
     };
     let unavailable = |e: crate::store::StoreError| format!("Working memory unavailable: {e}");
     for _ in 0..WORKING_MEMORY_ATTEMPTS {
-        let current = match settings.scope {
-            working::Scope::Thread => env.store.get_doc(key, working::DOC_KIND).await,
-            working::Scope::Resource => {
-                env.store
-                    .get_resource_doc(&key.resource_id, working::DOC_KIND)
-                    .await
-            }
-        }
-        .map_err(unavailable)?;
+        let current = working_store::read(env.store.as_ref(), key, settings.scope)
+            .await
+            .map_err(unavailable)?;
         let text = current
             .as_ref()
             .map(|doc| String::from_utf8_lossy(&doc.value).into_owned());
@@ -226,19 +220,9 @@ async fn update_working_memory(
         };
         let expected = current.map_or(0, |doc| doc.version);
         let value = bytes::Bytes::from(value);
-        let outcome = match settings.scope {
-            working::Scope::Thread => {
-                env.store
-                    .cas_doc(key, working::DOC_KIND, expected, value)
-                    .await
-            }
-            working::Scope::Resource => {
-                env.store
-                    .cas_resource_doc(&key.resource_id, working::DOC_KIND, expected, value)
-                    .await
-            }
-        }
-        .map_err(unavailable)?;
+        let outcome = working_store::cas(env.store.as_ref(), key, settings.scope, expected, value)
+            .await
+            .map_err(unavailable)?;
         if let Cas::Written(_) = outcome {
             return Ok(ToolOutput {
                 result: update.result,

@@ -14,13 +14,16 @@ use crate::agent::wire::{message as message_to_pb, timestamp};
 use crate::config::Limits;
 use crate::json::{from_proto_struct, to_proto_struct};
 use crate::memory::threads::{ThreadError, ThreadSummary, Threads};
-use crate::memory::working::{self, Scope, Settings};
+use crate::memory::working::{Scope, Settings};
+use crate::memory::working_store;
 use crate::pb;
 use crate::store::{Cas, Store, ThreadKey, ThreadOrder};
 
 /// Page sizes: (default, most) for threads and for messages.
 const THREAD_PAGE: (usize, usize) = (20, 100);
 const MESSAGE_PAGE: (usize, usize) = (50, 200);
+/// Most compare-and-set attempts of one unconditional working-memory write.
+const MAX_WRITE_ATTEMPTS: usize = 16;
 /// Most message ids one DeleteMessages names.
 const MAX_DELETE_IDS: usize = 1000;
 
@@ -111,29 +114,22 @@ impl ThreadApi {
         (scope, settings)
     }
 
-    /// Reads working memory (the thread's ownership is checked when one is named).
-    async fn read_working(
+    /// The key working memory is read and written through, its thread's ownership checked
+    /// when one is named (thread scope checks it in the store call itself).
+    async fn working_key(
         &self,
         resource_id: &str,
         thread_id: &str,
         scope: Scope,
-    ) -> Result<Option<crate::store::Versioned>, Status> {
+    ) -> Result<ThreadKey, Status> {
         let key = ThreadKey {
             thread_id: thread_id.to_owned(),
             resource_id: resource_id.to_owned(),
         };
-        match scope {
-            Scope::Thread => Ok(self.store.get_doc(&key, working::DOC_KIND).await?),
-            Scope::Resource => {
-                if !thread_id.is_empty() {
-                    self.store.get_thread(&key).await?;
-                }
-                Ok(self
-                    .store
-                    .get_resource_doc(resource_id, working::DOC_KIND)
-                    .await?)
-            }
+        if scope == Scope::Resource && !thread_id.is_empty() {
+            self.store.get_thread(&key).await?;
         }
+        Ok(key)
     }
 }
 
@@ -343,9 +339,10 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         let (scope, settings) =
             self.working_target(&mut v, &r.resource_id, &r.thread_id, r.scope, &r.agent_id);
         v.into_result()?;
-        let stored = self
-            .read_working(&r.resource_id, &r.thread_id, scope)
+        let key = self
+            .working_key(&r.resource_id, &r.thread_id, scope)
             .await?;
+        let stored = working_store::read(self.store.as_ref(), &key, scope).await?;
         Ok(Response::new(working_to_pb(
             stored,
             scope,
@@ -369,36 +366,20 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         }
         v.into_result()?;
         let value = Bytes::from(r.content.clone());
-        let key = ThreadKey {
-            thread_id: r.thread_id.clone(),
-            resource_id: r.resource_id.clone(),
-        };
+        let key = self
+            .working_key(&r.resource_id, &r.thread_id, scope)
+            .await?;
+        let store = self.store.as_ref();
         // Unset expected_version: always written (read the version, then compare-and-set).
         let mut expected = r.expected_version;
-        loop {
+        for _ in 0..MAX_WRITE_ATTEMPTS {
             let current = match expected {
                 Some(version) => version,
-                None => self
-                    .read_working(&r.resource_id, &r.thread_id, scope)
+                None => working_store::read(store, &key, scope)
                     .await?
                     .map_or(0, |d| d.version),
             };
-            let outcome = match scope {
-                Scope::Thread => {
-                    self.store
-                        .cas_doc(&key, working::DOC_KIND, current, value.clone())
-                        .await?
-                }
-                Scope::Resource => {
-                    if !r.thread_id.is_empty() {
-                        self.store.get_thread(&key).await?;
-                    }
-                    self.store
-                        .cas_resource_doc(&r.resource_id, working::DOC_KIND, current, value.clone())
-                        .await?
-                }
-            };
-            match outcome {
+            match working_store::cas(store, &key, scope, current, value.clone()).await? {
                 Cas::Written(version) => {
                     let stored = crate::store::Versioned { version, value };
                     return Ok(Response::new(working_to_pb(
@@ -416,6 +397,9 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
                 Cas::Conflict(now) => expected = Some(now.map_or(0, |d| d.version)),
             }
         }
+        Err(Status::aborted(
+            "working memory is being changed concurrently; retry",
+        ))
     }
 }
 

@@ -9,6 +9,7 @@ mod scan;
 pub mod threads;
 pub mod vectors;
 pub mod working;
+pub mod working_store;
 
 use std::sync::Arc;
 

@@ -162,6 +162,20 @@ impl RedisStore {
             .map_err(store_err)
     }
 
+    /// Runs a pipeline in one round trip; an empty one answers `T::default()` without a call
+    /// (Redis refuses empty pipelines).
+    async fn query_pipe<T: FromRedisValue + Default>(
+        &self,
+        pipe: &redis::Pipeline,
+    ) -> StoreResult<T> {
+        if pipe.is_empty() {
+            return Ok(T::default());
+        }
+        self.call(|mut c| async move { pipe.query_async(&mut c).await })
+            .await
+            .map_err(store_err)
+    }
+
     /// Opens a dedicated pub/sub connection subscribed to `channel` (confirmed by the server).
     async fn subscribe(&self, channel: &str) -> StoreResult<PubSubStream> {
         let open = async {
@@ -268,14 +282,7 @@ impl Store for RedisStore {
         thread_meta: Option<Bytes>,
         messages: Vec<Bytes>,
     ) -> StoreResult<u64> {
-        let mut script = APPEND_MESSAGES.prepare_invoke();
-        script
-            .key(thread_key(&key.thread_id, "meta"))
-            .key(thread_key(&key.thread_id, "msgs"))
-            .key(listing_key(&key.resource_id, ThreadOrder::Created))
-            .key(listing_key(&key.resource_id, ThreadOrder::Updated))
-            .arg(&key.resource_id)
-            .arg(&key.thread_id);
+        let mut script = threads::messages_write(&APPEND_MESSAGES, key);
         match &thread_meta {
             Some(meta) => script.arg("1").arg(meta.as_ref()),
             None => script.arg("0").arg(""),

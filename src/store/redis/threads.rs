@@ -4,7 +4,7 @@
 use std::sync::LazyLock;
 
 use bytes::Bytes;
-use redis::{Script, Value};
+use redis::{Script, ScriptInvocation, Value};
 
 use super::{RedisStore, doc_key, listing_key, script, store_err, thread_err, thread_key};
 use crate::store::{
@@ -145,6 +145,20 @@ return 1
     )
 });
 
+/// A script that changes a thread's messages, with its first keys (meta, msgs, the resource's
+/// two listings) and arguments (resource, thread) in place; callers add the rest.
+pub(super) fn messages_write<'a>(script: &'a Script, key: &ThreadKey) -> ScriptInvocation<'a> {
+    let mut invocation = script.prepare_invoke();
+    invocation
+        .key(thread_key(&key.thread_id, "meta"))
+        .key(thread_key(&key.thread_id, "msgs"))
+        .key(listing_key(&key.resource_id, ThreadOrder::Created))
+        .key(listing_key(&key.resource_id, ThreadOrder::Updated))
+        .arg(&key.resource_id)
+        .arg(&key.thread_id);
+    invocation
+}
+
 /// A thread's summary, ownership checked.
 pub(super) async fn get(store: &RedisStore, key: &ThreadKey) -> StoreResult<Option<ThreadInfo>> {
     let mut invocation = GET_THREAD.prepare_invoke();
@@ -228,13 +242,7 @@ pub(super) async fn list(
             .arg("deleted");
         pipe.cmd("LLEN").arg(thread_key(id, "msgs"));
     }
-    let replies: Vec<Value> = store
-        .call(|mut c| {
-            let pipe = pipe.clone();
-            async move { pipe.query_async(&mut c).await }
-        })
-        .await
-        .map_err(store_err)?;
+    let replies: Vec<Value> = store.query_pipe(&pipe).await?;
     type Fields = (
         Option<String>,
         Option<u64>,
@@ -306,14 +314,7 @@ pub(super) async fn delete_messages(
     key: &ThreadKey,
     positions: Vec<u64>,
 ) -> StoreResult<u64> {
-    let mut invocation = DELETE_MESSAGES.prepare_invoke();
-    invocation
-        .key(thread_key(&key.thread_id, "meta"))
-        .key(thread_key(&key.thread_id, "msgs"))
-        .key(listing_key(&key.resource_id, ThreadOrder::Created))
-        .key(listing_key(&key.resource_id, ThreadOrder::Updated))
-        .arg(&key.resource_id)
-        .arg(&key.thread_id);
+    let mut invocation = messages_write(&DELETE_MESSAGES, key);
     for position in positions {
         invocation.arg(position.min(i64::MAX as u64));
     }
@@ -326,16 +327,10 @@ pub(super) async fn delete(
     key: &ThreadKey,
     docs: &[&str],
 ) -> StoreResult<bool> {
-    let mut invocation = DELETE_THREAD.prepare_invoke();
-    invocation
-        .key(thread_key(&key.thread_id, "meta"))
-        .key(thread_key(&key.thread_id, "msgs"))
-        .key(listing_key(&key.resource_id, ThreadOrder::Created))
-        .key(listing_key(&key.resource_id, ThreadOrder::Updated));
+    let mut invocation = messages_write(&DELETE_THREAD, key);
     for kind in docs {
         invocation.key(doc_key(&key.thread_id, kind));
     }
-    invocation.arg(&key.resource_id).arg(&key.thread_id);
     let existed: u8 = store.eval(&invocation).await.map_err(thread_err(key))?;
     Ok(existed == 1)
 }
@@ -368,17 +363,7 @@ pub(super) async fn backfill_listings(store: &RedisStore) -> StoreResult<()> {
                 .arg("created_ms")
                 .arg("updated_ms");
         }
-        let rows: Vec<(Option<String>, Option<u64>, Option<u64>)> = if keys.is_empty() {
-            Vec::new()
-        } else {
-            store
-                .call(|mut c| {
-                    let read = read.clone();
-                    async move { read.query_async(&mut c).await }
-                })
-                .await
-                .map_err(store_err)?
-        };
+        let rows: Vec<(Option<String>, Option<u64>, Option<u64>)> = store.query_pipe(&read).await?;
         let mut write = redis::pipe();
         for (key, (owner, created, updated)) in keys.iter().zip(rows) {
             let (Some(owner), Some(thread)) = (owner, thread_of_meta_key(key)) else {
@@ -398,15 +383,7 @@ pub(super) async fn backfill_listings(store: &RedisStore) -> StoreResult<()> {
                 .arg(&thread)
                 .ignore();
         }
-        if !write.is_empty() {
-            store
-                .call(|mut c| {
-                    let write = write.clone();
-                    async move { write.query_async::<()>(&mut c).await }
-                })
-                .await
-                .map_err(store_err)?;
-        }
+        store.query_pipe::<()>(&write).await?;
         if next == 0 {
             break;
         }
