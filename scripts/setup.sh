@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Installs what the test suite needs, idempotently: Debian redis-server and curl, the Rust lint
-# components, npm and buf, the MCP test servers (npm, into tests/mcp/node), the Python packages
-# of the client, MCP and chart tests (into .venv), and the TypeScript example's packages (into
-# its node_modules).
+# Installs what the test suite needs, idempotently: Debian redis-server, curl, chromium and
+# chromium-driver, the Rust lint components, npm and buf, the MCP test servers (npm, into
+# tests/mcp/node), the Python packages of the client, MCP, browser and chart tests (into .venv),
+# and the TypeScript example's packages (into its node_modules).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +20,12 @@ apt_install() {
 if ! command -v redis-server >/dev/null 2>&1; then
   echo "setup: installing redis-server"
   apt_install redis-server
+fi
+
+if ! command -v chromedriver >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1; then
+  # The playground's browser test: Debian's headless Chromium and its WebDriver.
+  echo "setup: installing chromium and chromium-driver"
+  apt_install chromium chromium-driver
 fi
 
 if ! command -v curl >/dev/null 2>&1; then

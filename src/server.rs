@@ -164,7 +164,8 @@ async fn serve(
         config.auth.api_key_sha256.iter().map(String::as_str),
     )
     .map_err(anyhow::Error::msg)?;
-    if keys.enabled() {
+    let keys_required = keys.enabled();
+    if keys_required {
         info!("bearer API keys required on agentd.v1 services");
     }
     // Auth and the RPC span of every agentd call; health and reflection stay outside it.
@@ -230,9 +231,14 @@ async fn serve(
         .transpose()
         .context("building the JSON mapping")?;
     let grpc_web = web.grpc_web.then(tonic_web::GrpcWebLayer::new);
+    let playground = config.playground.enabled.then(|| {
+        info!("playground at http://{addr}/");
+        crate::web::PlaygroundLayer::new(keys_required)
+    });
     let server = tonic::transport::Server::builder()
         .accept_http1(web.http1())
         .layer(tower::util::option_layer(cors))
+        .layer(tower::util::option_layer(playground))
         .layer(tower::util::option_layer(json))
         .layer(tower::util::option_layer(grpc_web))
         .add_service(health_service)

@@ -2,7 +2,8 @@
 //! benchmarks). It plans: offered the task tools, it writes the comma-separated items of the
 //! prompt as a task list, then answers with a summary. Asked for the model `worker`, it also
 //! completes the tasks one per step before answering (`slow-worker`: the answer streams a word
-//! at a time, slowly). `POST /v1/embeddings` answers with deterministic vectors (a hashed bag of
+//! at a time, slowly). Any model asked `/call <tool> <json>` calls that tool, then reports its
+//! result (a client tool, one that needs approval). `POST /v1/embeddings` answers with deterministic vectors (a hashed bag of
 //! words), enough to try semantic recall.
 //!
 //! `cargo run --features mock --bin mock-openai -- --listen 127.0.0.1:8080`

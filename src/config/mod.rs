@@ -26,7 +26,7 @@ pub use memory::{
     AgentMemoryConfig, MAX_MESSAGE_RANGE, MAX_TOP_K, MessageRange, RecallOptions, RecallScope,
     RecallSetting,
 };
-pub use web::WebConfig;
+pub use web::{PlaygroundConfig, WebConfig};
 pub use working_memory::{WorkingMemoryConfig, schema_value as working_memory_schema};
 
 /// Declares the settings that have an `AGENTD_*` variable and a flag: the [`Cli`] fields, the
@@ -99,6 +99,8 @@ overrides! {
     json_api: bool => web.json, "AGENTD_JSON_API";
     /// Comma-separated origins browsers may call from (CORS), e.g. https://app.example.com, or *.
     cors_allowed_origins: String => web.cors_allowed_origins, "AGENTD_CORS_ALLOWED_ORIGINS", comma_list;
+    /// Serve the web playground at / on the gRPC port: true or false.
+    playground: bool => playground.enabled, "AGENTD_PLAYGROUND";
     /// Store URL: redis://host:port/db, rediss://…, or "embedded" (default).
     store_url: String => store.url, "AGENTD_STORE_URL";
     /// Directory of the embedded store.
@@ -173,6 +175,8 @@ pub struct Config {
     pub auth: AuthConfig,
     /// gRPC-web, the JSON mapping and CORS on the gRPC port.
     pub web: WebConfig,
+    /// The web playground at `/`.
+    pub playground: PlaygroundConfig,
     /// Model providers (OpenAI-compatible endpoints).
     pub providers: Vec<ProviderConfig>,
     /// Agents served.
@@ -462,6 +466,7 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.store.kind()?;
         self.web.validate()?;
+        self.playground.validate(&self.web)?;
         // Same check and text as the server's, so --check-config catches a bad digest.
         if let Some(digest) = self
             .auth

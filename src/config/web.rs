@@ -1,4 +1,4 @@
-//! Browser and curl access on the gRPC port: gRPC-web, the JSON mapping, CORS.
+//! Browser and curl access on the gRPC port: gRPC-web, the JSON mapping, CORS, the playground.
 
 use serde::Deserialize;
 
@@ -53,6 +53,28 @@ impl WebConfig {
     }
 }
 
+/// The web playground agentd serves at `/` (off by default: a page anyone reaching the port can
+/// open, though every call it makes still needs the API key when keys are configured).
+#[cfg_attr(test, derive(serde::Serialize))]
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PlaygroundConfig {
+    /// Serve the playground at `/` on the gRPC port.
+    pub enabled: bool,
+}
+
+impl PlaygroundConfig {
+    /// The playground talks to the JSON mapping, so it needs it on.
+    pub fn validate(&self, web: &WebConfig) -> Result<(), ConfigError> {
+        if self.enabled && !web.json {
+            return Err(invalid(
+                "playground.enabled: the playground calls the JSON mapping; set web.json = true (or AGENTD_JSON_API=true)",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// `http(s)://host[:port]`, the form browsers send in `Origin`.
 fn is_origin(text: &str) -> bool {
     let Some(authority) = text
@@ -98,5 +120,18 @@ mod tests {
             );
         }
         assert!(with(&["*", "https://a.example"]).validate().is_err());
+    }
+
+    #[test]
+    fn the_playground_needs_the_json_mapping() {
+        let on = PlaygroundConfig { enabled: true };
+        assert!(on.validate(&WebConfig::default()).is_ok());
+        let no_json = WebConfig {
+            json: false,
+            ..WebConfig::default()
+        };
+        let err = on.validate(&no_json).unwrap_err().to_string();
+        assert!(err.contains("playground.enabled"), "{err}");
+        assert!(PlaygroundConfig::default().validate(&no_json).is_ok());
     }
 }

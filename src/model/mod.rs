@@ -31,7 +31,7 @@ pub use mock::{
 pub use openai::OpenAiProvider;
 pub use sse::{SseEvent, SseParser};
 #[cfg(feature = "mock")]
-pub use worker::{scripted_reply, worker_reply};
+pub use worker::{call_reply, scripted_reply, worker_reply};
 
 /// One call to a chat model: what to send and how to sample.
 #[derive(Debug, Clone, Default, PartialEq)]

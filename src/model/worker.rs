@@ -15,8 +15,12 @@ pub const SLOW_WORD_DELAY: Duration = Duration::from_millis(150);
 
 /// The mock server's reply by model name: `worker` works through its list, `slow-worker` does
 /// the same with its answer streamed a word per [`SLOW_WORD_DELAY`], every other name plans
-/// ([`planner_reply`]).
+/// ([`planner_reply`]). Whatever the model, a prompt `/call <tool> <json>` calls that tool
+/// ([`call_reply`]).
 pub fn scripted_reply(request: &Value) -> MockReply {
+    if let Some(reply) = call_reply(request) {
+        return reply;
+    }
     match request["model"].as_str() {
         Some("worker") => worker_reply(request),
         Some("slow-worker") => match worker_reply(request) {
@@ -28,6 +32,23 @@ pub fn scripted_reply(request: &Value) -> MockReply {
         },
         _ => planner_reply(request),
     }
+}
+
+/// The prefix of a prompt that names a tool to call.
+const CALL_PREFIX: &str = "/call ";
+
+/// For a prompt `/call <tool> <json arguments>`: calls the tool once, then answers
+/// `Got: <result>`. Lets a demo or a test reach any tool (a client tool, one that needs
+/// approval) without a real model. `None` for every other prompt.
+pub fn call_reply(request: &Value) -> Option<MockReply> {
+    let (prompt, turn) = last_prompt(request)?;
+    let command = prompt.strip_prefix(CALL_PREFIX)?.trim();
+    if let Some(result) = turn.iter().rev().find(|m| m["role"] == "tool") {
+        return Some(MockReply::Text(format!("Got: {}", message_text(result))));
+    }
+    let (tool, arguments) = command.split_once(' ').unwrap_or((command, "{}"));
+    let arguments = serde_json::from_str(arguments).unwrap_or_else(|_| json!({}));
+    Some(MockReply::ToolCalls(vec![(tool.to_owned(), arguments)]))
 }
 
 /// Writes the list, then one `task_complete` per step for the first unfinished task, then
@@ -112,6 +133,28 @@ mod tests {
                 text: "Done: a".into(),
                 delay_per_delta: SLOW_WORD_DELAY
             }
+        );
+    }
+
+    #[test]
+    fn a_call_prompt_calls_the_named_tool_then_reports_its_result() {
+        let prompt =
+            json!({"role": "user", "content": "/call ask_user {\"question\": \"Colour?\"}"});
+        for model in ["planner", "worker", "slow-worker"] {
+            assert_eq!(
+                scripted_reply(&request(model, json!([prompt]))),
+                MockReply::ToolCalls(vec![("ask_user".into(), json!({"question": "Colour?"}))])
+            );
+        }
+        let answered = json!([prompt, tool(json!({"answer": "blue"}))]);
+        assert_eq!(
+            scripted_reply(&request("worker", answered)),
+            MockReply::Text("Got: {\"answer\":\"blue\"}".into())
+        );
+        let bare = json!({"role": "user", "content": "/call ping"});
+        assert_eq!(
+            call_reply(&request("planner", json!([bare]))),
+            Some(MockReply::ToolCalls(vec![("ping".into(), json!({}))]))
         );
     }
 

@@ -19,10 +19,11 @@ use super::openapi;
 use super::status::error_response_as;
 
 /// The services the JSON mapping serves (reflection is for gRPC tools only).
-pub const JSON_SERVICES: [&str; 4] = [
+pub const JSON_SERVICES: [&str; 5] = [
     "agentd.v1.AgentService",
     "agentd.v1.TaskService",
     "agentd.v1.ApprovalService",
+    "agentd.v1.ThreadService",
     "grpc.health.v1.Health",
 ];
 

@@ -567,6 +567,12 @@ def test_config_is_mounted_from_the_configmap(rendered):
     assert env_of(container)["AGENTD_LOG_FORMAT"]["value"] == "json"
 
 
+def test_the_playground_is_off_unless_enabled(chart, rendered):
+    assert "AGENTD_PLAYGROUND" not in env_of(agentd_container(rendered["default"]))
+    on = render(chart, {"agentd": {"playground": True}})
+    assert env_of(agentd_container(on))["AGENTD_PLAYGROUND"]["value"] == "true"
+
+
 # --- production features ------------------------------------------------------------------------
 
 
