@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs what the test suite needs, idempotently: Debian redis-server, curl, chromium and
-# chromium-driver, the Rust lint components, npm and buf, the MCP test servers (npm, into
-# tests/mcp/node), the Python packages of the client, MCP, browser and chart tests (into .venv),
-# and the TypeScript example's packages (into its node_modules).
+# Installs what the test suite needs, idempotently: Debian redis-server, curl, chromium,
+# chromium-driver and firefox-esr, the Rust lint components, npm and buf, the MCP test servers
+# and the playground's Firefox driver (npm, into their own node_modules), the Python packages of
+# the client, MCP, browser and chart tests (into .venv), and the TypeScript example's packages
+# (into its node_modules).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,10 +23,11 @@ if ! command -v redis-server >/dev/null 2>&1; then
   apt_install redis-server
 fi
 
-if ! command -v chromedriver >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1; then
-  # The playground's browser test: Debian's headless Chromium and its WebDriver.
-  echo "setup: installing chromium and chromium-driver"
-  apt_install chromium chromium-driver
+if ! command -v chromedriver >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 ||
+  ! command -v firefox-esr >/dev/null 2>&1; then
+  # The playground's browser tests: Debian's headless Chromium with its WebDriver, and Firefox.
+  echo "setup: installing chromium, chromium-driver and firefox-esr"
+  apt_install chromium chromium-driver firefox-esr
 fi
 
 if ! command -v curl >/dev/null 2>&1; then
@@ -52,14 +54,20 @@ if ! command -v buf >/dev/null 2>&1; then
   npm install -g --silent @bufbuild/buf@1.75.0 >/dev/null
 fi
 
-# The MCP tests' stdio server (@modelcontextprotocol/server-everything), pinned by its lock
-# file into a project-local node_modules; reinstalled only when the lock file changed.
-mcp_node=tests/mcp/node
-if ! cmp -s "$mcp_node/package-lock.json" "$mcp_node/node_modules/.agentd-installed-lock"; then
-  echo "setup: installing the MCP test servers (npm ci in $mcp_node)"
-  (cd "$mcp_node" && npm ci --silent --no-audit --no-fund)
-  cp "$mcp_node/package-lock.json" "$mcp_node/node_modules/.agentd-installed-lock"
-fi
+# `npm ci` of a directory's lock file into its own node_modules, only when the lock file changed.
+npm_ci_once() {
+  local dir=$1 what=$2
+  if ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.agentd-installed-lock"; then
+    echo "setup: installing $what (npm ci in $dir)"
+    (cd "$dir" && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --silent --no-audit --no-fund)
+    cp "$dir/package-lock.json" "$dir/node_modules/.agentd-installed-lock"
+  fi
+}
+# The MCP tests' stdio server (@modelcontextprotocol/server-everything).
+npm_ci_once tests/mcp/node "the MCP test servers"
+# puppeteer-core for the playground's Firefox test (it drives Debian's firefox-esr; nothing to
+# download).
+npm_ci_once tests/python/firefox "the playground's Firefox driver"
 
 # The Python packages of the client and chart tests go into a project-local virtualenv:
 # Debian's system Python refuses `pip install` (PEP 668), and the tests use .venv/bin/python.

@@ -1,11 +1,13 @@
-"""The web playground in a real browser: Debian's headless Chromium, driven through its
-chromium-driver, against a real agentd (debug build, `[playground] enabled` through
-AGENTD_PLAYGROUND) and the mock model server. Each state is saved as a screenshot under
-target/playground-screenshots/ for a person to look at."""
+"""The web playground in real browsers: Debian's headless Chromium, driven through its
+chromium-driver, and Firefox (firefox-esr over WebDriver BiDi, tests/python/firefox), against a
+real agentd (debug build, `[playground] enabled` through AGENTD_PLAYGROUND) and the mock model
+server. Each state is saved as a screenshot under target/playground-screenshots/ for a person to
+look at."""
 
 import json
 import re
 import shutil
+import subprocess
 
 import pytest
 from selenium import webdriver
@@ -46,10 +48,12 @@ tools = ["tasks"]
 # Records every state the task list and the answer pass through, so the test can tell that the
 # list filled and ticked and the text streamed in, however fast the run was.
 RECORDER = """
-window.__tasks = []; window.__texts = [];
+window.__tasks = []; window.__texts = []; window.__active = [];
 new MutationObserver(() => {
   const marks = [...document.querySelectorAll('#tasks .task')].map(t => t.classList.contains('completed'));
   window.__tasks.push(marks);
+  const active = document.querySelector('#tasks .task.in_progress .active');
+  if (active) window.__active.push(active.textContent);
 }).observe(document.getElementById('tasks'), {childList: true, subtree: true});
 new MutationObserver(() => {
   const last = [...document.querySelectorAll('#messages .msg.assistant .text')].pop();
@@ -153,6 +157,8 @@ def test_chat_streams_the_answer_and_the_task_list_fills_and_ticks(playground, b
     states = browser.execute_script("return window.__tasks")
     filling = [s for s in states if len(s) == 3 and not all(s)]
     assert filling and filling[0] != [True, True, True], states
+    # The task in progress shows its activeForm.
+    assert "Working on Plan" in browser.execute_script("return window.__active")
     # Tool calls and per-step usage are shown inline.
     assert len(css(browser, ".msg.assistant .tool")) == 4
     steps = [s.text for s in css(browser, ".msg.assistant .step")]
@@ -294,3 +300,13 @@ def test_a_server_with_keys_asks_for_one(mock_model):
     finally:
         driver.quit()
         stop_agentd(proc)
+
+
+def test_it_works_in_firefox_too(playground):
+    """The same page in Debian's firefox-esr over WebDriver BiDi (tests/python/firefox/smoke.mjs):
+    a chat whose task list fills and ticks, and an approval."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    script = ROOT / "tests" / "python" / "firefox" / "smoke.mjs"
+    done = subprocess.run(["node", str(script), playground, str(SHOTS)], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "chat, task list and approval work" in done.stdout

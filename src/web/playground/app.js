@@ -321,6 +321,7 @@ function scrollDown() {
 class RunView {
   constructor(label) {
     this.runId = "";
+    this.traceId = "";
     this.lastSequence = 0;
     this.finished = false;
     this.blocks = new Map();
@@ -483,7 +484,10 @@ class RunView {
     this.settle();
     this.finished = true;
     const reason = result.finishReason || "";
-    if (result.traceId) runBar.trace(result.traceId);
+    if (result.traceId) {
+      this.traceId = result.traceId;
+      runBar.trace(result.traceId);
+    }
     if (reason === "FINISH_REASON_SUSPENDED") {
       runBar.status("waiting for you", "warn");
       this.waiting = this.note("Waiting for a decision: see “Waiting for you”.", "warn");
@@ -540,14 +544,19 @@ async function runStream(method, body, { view, label, headers } = {}) {
   runBar.show(view.runId || body.runId);
   runBar.status("starting", "live");
   runBar.live(true);
-  if (headers?.traceparent) runBar.trace(headers.traceparent.split("-")[1]);
+  // A continuation (after a decision) stays in the trace its run started.
+  if (headers?.traceparent) view.traceId = headers.traceparent.split("-")[1];
+  runBar.trace(view.traceId);
   let attempt = { method, body, headers };
   for (let retries = 0; ; retries += 1) {
     try {
       for await (const chunk of api.stream(attempt.method, attempt.body, {
         signal: controller.signal,
         headers: attempt.headers,
-        onOpen: (headers) => runBar.trace(headers.get("x-trace-id")),
+        onOpen: (headers) => {
+          view.traceId = headers.get("x-trace-id") || view.traceId;
+          runBar.trace(view.traceId);
+        },
       })) {
         if (chunk.runId && !view.runId) runBar.show(chunk.runId);
         view.apply(chunk);
