@@ -13,9 +13,14 @@ use super::mock::{MockReply, last_prompt, message_text, planner_reply};
 /// can be seen (or re-attach) mid-answer, short enough for a test.
 pub const SLOW_WORD_DELAY: Duration = Duration::from_millis(150);
 
+/// How long `silent` waits before its only word: the stream stays open, and says nothing, for
+/// longer than any benchmark of idle streams.
+const SILENT_DELAY: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// The mock server's reply by model name: `worker` works through its list, `slow-worker` does
 /// the same with its answer streamed a word per [`SLOW_WORD_DELAY`], every other name plans
-/// ([`planner_reply`]). Whatever the model, a prompt `/call <tool> <json>` calls that tool
+/// ([`planner_reply`]); `silent` opens its stream and says nothing (idle runs, for benchmarks).
+/// Whatever the model, a prompt `/call <tool> <json>` calls that tool
 /// ([`call_reply`]).
 pub fn scripted_reply(request: &Value) -> MockReply {
     if let Some(reply) = call_reply(request) {
@@ -29,6 +34,10 @@ pub fn scripted_reply(request: &Value) -> MockReply {
                 delay_per_delta: SLOW_WORD_DELAY,
             },
             other => other,
+        },
+        Some("silent") => MockReply::Slow {
+            text: "…".to_owned(),
+            delay_per_delta: SILENT_DELAY,
         },
         _ => planner_reply(request),
     }

@@ -1,0 +1,288 @@
+//! agentd-bench: measures agentd as it is deployed. It starts the release `agentd` binary, the
+//! instant model server (`mock-openai`) and, for Redis, a private `redis-server`, each its own
+//! process, and drives agentd over gRPC from this one. Every figure is given as min / median /
+//! max over rounds; nothing here asserts a speed.
+//!
+//! `cargo build --release --features mock --bins && target/release/agentd-bench` (all modes,
+//! both stores); `--help` lists the modes and knobs, `--json` prints JSON.
+
+mod load;
+mod procs;
+mod report;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+use procs::{Procs, StoreKind, sibling};
+use report::Figure;
+
+/// Command-line flags.
+#[derive(Parser)]
+#[command(about = "Benchmarks a real agentd process over gRPC (see README: Benchmarks)")]
+struct Args {
+    /// What to measure.
+    #[arg(value_enum, default_values_t = [Mode::All])]
+    modes: Vec<Mode>,
+    /// The store agentd runs on.
+    #[arg(long, value_enum, default_value_t = Stores::Both)]
+    store: Stores,
+    /// Rounds per figure (each figure is min / median / max over them).
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Runs per round one at a time.
+    #[arg(long, default_value_t = 300)]
+    runs: usize,
+    /// Seconds per round of each throughput figure.
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Idle streams held open per round of `idle`.
+    #[arg(long, default_value_t = 10_000)]
+    idle_streams: usize,
+    /// Finished runs per round of `redis-memory`.
+    #[arg(long, default_value_t = 2_000)]
+    memory_runs: usize,
+    /// Print the figures as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// The agentd binary (default: next to this one).
+    #[arg(long)]
+    agentd: Option<PathBuf>,
+    /// The mock-openai binary (default: next to this one).
+    #[arg(long)]
+    model: Option<PathBuf>,
+}
+
+/// A benchmark mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    /// Every mode below.
+    All,
+    /// Planning runs (task_write, then text; memory on, a fresh thread each): one at a time
+    /// (latency) and 16 at once (runs/s).
+    Generate,
+    /// The TaskService mix (Write, Update, Complete, Check) at 1, 16 and 64 callers, next to a
+    /// bare unary call (health Check) on the same server, as a ratio.
+    Tasks,
+    /// Generate streams waiting on a silent model: agentd's RSS per stream, and after they close.
+    Idle,
+    /// Redis memory per finished run at the default retention (Redis store only).
+    RedisMemory,
+}
+
+/// Which stores to measure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Stores {
+    /// The embedded store.
+    Embedded,
+    /// A private redis-server.
+    Redis,
+    /// Both, one after the other.
+    Both,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    anyhow::ensure!(args.rounds > 0, "--rounds must be at least 1");
+    let agentd = sibling(args.agentd.as_deref(), "agentd")?;
+    let model = sibling(args.model.as_deref(), "mock-openai")?;
+    let stores = match args.store {
+        Stores::Embedded => vec![StoreKind::Embedded],
+        Stores::Redis => vec![StoreKind::Redis],
+        Stores::Both => vec![StoreKind::Embedded, StoreKind::Redis],
+    };
+    let all = args.modes.contains(&Mode::All);
+    let wanted = |mode: Mode| all || args.modes.contains(&mode);
+    let mut figures = Vec::new();
+    for store in stores {
+        let mut bench = Bench {
+            args: &args,
+            store,
+            agentd: &agentd,
+            model: &model,
+            figures: &mut figures,
+        };
+        if wanted(Mode::Generate) {
+            bench.generate().await?;
+        }
+        if wanted(Mode::Tasks) {
+            bench.tasks().await?;
+        }
+        if wanted(Mode::Idle) {
+            bench.idle().await?;
+        }
+        if wanted(Mode::RedisMemory) && store == StoreKind::Redis {
+            bench.redis_memory().await?;
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&figures)?);
+    }
+    Ok(())
+}
+
+/// One store's measurements.
+struct Bench<'a> {
+    args: &'a Args,
+    store: StoreKind,
+    agentd: &'a std::path::Path,
+    model: &'a std::path::Path,
+    figures: &'a mut Vec<Figure>,
+}
+
+impl Bench<'_> {
+    /// Fresh processes for one mode.
+    async fn start(&self, max_runs: usize) -> anyhow::Result<Procs> {
+        Procs::start(self.store, self.agentd, self.model, max_runs).await
+    }
+
+    fn seconds(&self) -> Duration {
+        Duration::from_secs_f64(self.args.seconds)
+    }
+
+    /// Records a figure and prints it as it comes (unless the output is JSON).
+    fn record(&mut self, mode: &'static str, name: String, unit: &'static str, rounds: Vec<f64>) {
+        let figure = Figure::new(self.store, mode, name, unit, rounds);
+        if !self.args.json {
+            println!("{}", figure.line());
+        }
+        self.figures.push(figure);
+    }
+
+    async fn generate(&mut self) -> anyhow::Result<()> {
+        let procs = self.start(1024).await?;
+        // Warm-up: connections, the model client's pool, the store's caches.
+        load::sequential_runs(&procs, "warmup", 100).await?;
+        let mut latency = [Vec::new(), Vec::new(), Vec::new()];
+        let mut one = Vec::new();
+        let mut sixteen = Vec::new();
+        // Rounds interleave the two shapes, so drift on a busy machine hits both alike.
+        for round in 0..self.args.rounds {
+            let started = std::time::Instant::now();
+            let runs = self.args.runs;
+            let summary = load::latency_summary(
+                load::sequential_runs(&procs, &format!("seq{round}"), runs).await?,
+            );
+            one.push(runs as f64 / started.elapsed().as_secs_f64());
+            for (figure, value) in latency.iter_mut().zip(summary) {
+                figure.push(value);
+            }
+            sixteen.push(
+                load::concurrent_runs(&procs, &format!("c16r{round}"), 16, self.seconds()).await?,
+            );
+        }
+        let [p50, p90, p99] = latency;
+        self.record("generate", "c=1 latency median".into(), "ms", p50);
+        self.record("generate", "c=1 latency p90".into(), "ms", p90);
+        self.record("generate", "c=1 latency p99".into(), "ms", p99);
+        self.record("generate", "c=1 throughput".into(), "runs/s", one);
+        self.record("generate", "c=16 throughput".into(), "runs/s", sixteen);
+        Ok(())
+    }
+
+    async fn tasks(&mut self) -> anyhow::Result<()> {
+        let procs = self.start(1024).await?;
+        load::unary_ops(
+            &procs,
+            "warmup",
+            load::Unary::TaskMix,
+            16,
+            Duration::from_secs(1),
+        )
+        .await?;
+        for workers in [1, 16, 64] {
+            let (mut mix, mut bare, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+            for round in 0..self.args.rounds {
+                let tag = format!("c{workers}r{round}");
+                let tasks =
+                    load::unary_ops(&procs, &tag, load::Unary::TaskMix, workers, self.seconds())
+                        .await?;
+                let health = load::unary_ops(
+                    &procs,
+                    &tag,
+                    load::Unary::HealthCheck,
+                    workers,
+                    self.seconds(),
+                )
+                .await?;
+                mix.push(tasks);
+                bare.push(health);
+                ratio.push(tasks / health);
+            }
+            self.record(
+                "tasks",
+                format!("c={workers} TaskService mix"),
+                "ops/s",
+                mix,
+            );
+            self.record(
+                "tasks",
+                format!("c={workers} health Check (baseline)"),
+                "ops/s",
+                bare,
+            );
+            self.record(
+                "tasks",
+                format!("c={workers} mix / baseline"),
+                "ratio",
+                ratio,
+            );
+        }
+        Ok(())
+    }
+
+    async fn idle(&mut self) -> anyhow::Result<()> {
+        let streams = self.args.idle_streams.max(1);
+        let procs = self.start(streams + 16).await?;
+        load::sequential_runs(&procs, "warmup", 20).await?;
+        let (mut held, mut per_stream, mut after, mut baseline) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        const MIB: f64 = 1024.0 * 1024.0;
+        for round in 0..self.args.rounds {
+            let [before, with, left] =
+                load::idle_streams(&procs, &format!("idle{round}"), streams).await?;
+            baseline.push(before as f64 / MIB);
+            held.push(with as f64 / MIB);
+            per_stream.push(with.saturating_sub(before) as f64 / streams as f64 / 1024.0);
+            after.push(left as f64 / MIB);
+        }
+        self.record("idle", "RSS before the streams".into(), "MiB", baseline);
+        self.record(
+            "idle",
+            format!("RSS with {streams} idle streams"),
+            "MiB",
+            held,
+        );
+        self.record("idle", "RSS per idle stream".into(), "KiB", per_stream);
+        self.record("idle", "RSS after they closed".into(), "MiB", after);
+        Ok(())
+    }
+
+    async fn redis_memory(&mut self) -> anyhow::Result<()> {
+        let procs = self.start(1024).await?;
+        load::sequential_runs(&procs, "warmup", 20).await?;
+        let (mut bytes, mut keys) = (Vec::new(), Vec::new());
+        for round in 0..self.args.rounds {
+            let (b, k) =
+                load::redis_memory_per_run(&procs, &format!("mem{round}"), self.args.memory_runs)
+                    .await?;
+            bytes.push(b / 1024.0);
+            keys.push(k);
+        }
+        self.record(
+            "redis-memory",
+            "Redis memory per finished run".into(),
+            "KiB",
+            bytes,
+        );
+        self.record(
+            "redis-memory",
+            "Redis keys per finished run".into(),
+            "keys",
+            keys,
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,271 @@
+//! The processes a benchmark drives: an agentd (the release binary, as deployed), the instant
+//! model server (`mock-openai`) and, for the Redis store, a private `redis-server`, each its own
+//! process on a free loopback port, stopped when dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use tonic::transport::Channel;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+
+/// Which store agentd runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreKind {
+    /// The embedded on-disk store (the default deployment of one replica).
+    Embedded,
+    /// A private redis-server (no persistence), as production runs on Redis.
+    Redis,
+}
+
+/// A child process killed when dropped.
+struct Proc {
+    name: &'static str,
+    child: Child,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The running processes of one benchmark.
+pub struct Procs {
+    /// agentd's gRPC address, `http://127.0.0.1:port`.
+    pub agentd_url: String,
+    /// agentd's process id, for its memory figures.
+    pub agentd_pid: u32,
+    /// The Redis URL, when the store is Redis.
+    pub redis_url: Option<String>,
+    // Dropped in reverse: agentd first, then the model, then Redis.
+    _redis: Option<Proc>,
+    _model: Proc,
+    _agentd: Proc,
+    _dir: TempDir,
+}
+
+/// A scratch directory (config and embedded data), removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> anyhow::Result<Self> {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("agentd-bench-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
+        Ok(Self(path))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Where the binaries are: `--agentd` / `--model` when given, else next to this one (a
+/// `cargo build --release --features mock --bins` puts all three in target/release).
+pub fn sibling(given: Option<&Path>, name: &str) -> anyhow::Result<PathBuf> {
+    if let Some(path) = given {
+        return Ok(path.to_owned());
+    }
+    let me = std::env::current_exe().context("locating this binary")?;
+    let path = me.with_file_name(name);
+    if !path.exists() {
+        bail!(
+            "{} not found: build it with `cargo build --release --features mock --bins` (or pass its path)",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+impl Procs {
+    /// Starts Redis (when asked), the model server and agentd, and waits until agentd serves.
+    pub async fn start(
+        store: StoreKind,
+        agentd: &Path,
+        model: &Path,
+        max_runs: usize,
+    ) -> anyhow::Result<Self> {
+        let dir = TempDir::new()?;
+        let redis = match store {
+            StoreKind::Redis => {
+                let port = free_port()?;
+                let child = Command::new("redis-server")
+                    .args([
+                        "--port",
+                        &port.to_string(),
+                        "--save",
+                        "",
+                        "--appendonly",
+                        "no",
+                    ])
+                    .stdout(Stdio::null())
+                    .spawn()
+                    .context(
+                        "starting redis-server (is it installed? scripts/setup.sh installs it)",
+                    )?;
+                let proc = Proc {
+                    name: "redis-server",
+                    child,
+                };
+                wait_for_port(port, &proc).await?;
+                Some((proc, format!("redis://127.0.0.1:{port}/0")))
+            }
+            StoreKind::Embedded => None,
+        };
+        let model_port = free_port()?;
+        let model = Proc {
+            name: "mock-openai",
+            child: Command::new(model)
+                .args(["--listen", &format!("127.0.0.1:{model_port}")])
+                .stdout(Stdio::null())
+                .spawn()
+                .with_context(|| format!("starting {}", model.display()))?,
+        };
+        wait_for_port(model_port, &model).await?;
+
+        let port = free_port()?;
+        let store_url = redis.as_ref().map_or("embedded", |(_, url)| url.as_str());
+        let config = dir.path().join("agentd.toml");
+        std::fs::write(
+            &config,
+            config_text(
+                port,
+                store_url,
+                &dir.path().join("data"),
+                model_port,
+                max_runs,
+            ),
+        )?;
+        let agentd = Proc {
+            name: "agentd",
+            child: Command::new(agentd)
+                .args(["--config".as_ref(), config.as_os_str()])
+                .stdout(Stdio::null())
+                .spawn()
+                .with_context(|| format!("starting {}", agentd.display()))?,
+        };
+        let agentd_url = format!("http://127.0.0.1:{port}");
+        wait_until_serving(&agentd_url, &agentd).await?;
+        let (redis, redis_url) = match redis {
+            Some((proc, url)) => (Some(proc), Some(url)),
+            None => (None, None),
+        };
+        Ok(Self {
+            agentd_url,
+            agentd_pid: agentd.child.id(),
+            redis_url,
+            _redis: redis,
+            _model: model,
+            _agentd: agentd,
+            _dir: dir,
+        })
+    }
+
+    /// A new HTTP/2 connection to agentd.
+    pub async fn connect(&self) -> anyhow::Result<Channel> {
+        Ok(Channel::from_shared(self.agentd_url.clone())?
+            .tcp_nodelay(true)
+            .connect()
+            .await?)
+    }
+
+    /// agentd's resident memory, in bytes (`VmRSS` of /proc).
+    pub fn agentd_rss(&self) -> anyhow::Result<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.agentd_pid))?;
+        let kib = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .context("no VmRSS in /proc status")?;
+        Ok(kib * 1024)
+    }
+}
+
+/// The benchmark's agentd: the planner agent of the workload, an agent on the silent model for
+/// idle streams, quiet logs, and room for every idle stream.
+fn config_text(
+    port: u16,
+    store_url: &str,
+    data: &Path,
+    model_port: u16,
+    max_runs: usize,
+) -> String {
+    format!(
+        r#"[server]
+listen = "127.0.0.1:{port}"
+[store]
+url = "{store_url}"
+data_dir = "{data}"
+[log]
+filter = "warn"
+[limits]
+max_concurrent_runs = {max_runs}
+[[providers]]
+name = "mock"
+base_url = "http://127.0.0.1:{model_port}/v1"
+max_retries = 0
+[[agents]]
+id = "planner"
+instructions = "You plan work with the task tools."
+model = "mock/planner"
+tools = ["tasks"]
+[[agents]]
+id = "idler"
+instructions = "You wait."
+model = "mock/silent"
+tools = ["tasks"]
+"#,
+        data = data.display(),
+    )
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+async fn wait_for_port(port: u16, proc: &Proc) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        if Instant::now() > deadline {
+            bail!("{} did not listen on {port}", proc.name);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+async fn wait_until_serving(url: &str, proc: &Proc) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(channel) = Channel::from_shared(url.to_owned())?.connect().await {
+            let reply = HealthClient::new(channel)
+                .check(HealthCheckRequest::default())
+                .await;
+            if reply.is_ok_and(|r| r.get_ref().status() == ServingStatus::Serving) {
+                return Ok(());
+            }
+        }
+        if Instant::now() > deadline {
+            bail!("{} did not start serving at {url}", proc.name);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
