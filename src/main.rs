@@ -10,6 +10,11 @@ use tracing::{error, info};
 use agentd::config::Config;
 use agentd::{cli, server, telemetry};
 
+// Many small allocations from many threads: mimalloc measured faster than glibc malloc here
+// (no arena lock contention), and it gives memory back after a burst.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = cli::Args::parse();
