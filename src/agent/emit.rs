@@ -4,11 +4,13 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
 use prost::Message as _;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tracing::warn;
 
 use super::error::RunError;
@@ -17,8 +19,10 @@ use super::wire;
 use crate::pb;
 use crate::store::{LogLimits, Store};
 
-/// Chunks sent to a client stream.
-pub type ClientSender = mpsc::Sender<Result<pb::Chunk, RunError>>;
+/// Chunks sent to a client stream. Boxed: a chunk is as large as its largest payload (the
+/// whole result), and the channel's buffer blocks hold 32 slots each, so an idle stream would
+/// otherwise pin tens of KiB.
+pub type ClientSender = mpsc::Sender<Result<Box<pb::Chunk>, RunError>>;
 
 /// Numbers chunks and delivers them to the client and to the log.
 pub struct Emitter {
@@ -76,7 +80,7 @@ impl Emitter {
             .log
             .send((self.sequence, Bytes::from(chunk.encode_to_vec())));
         if let Some(client) = &self.client
-            && client.send(Ok(chunk)).await.is_err()
+            && client.send(Ok(Box::new(chunk))).await.is_err()
         {
             self.client = None;
             self.client_gone.store(true, Ordering::Relaxed);
@@ -99,7 +103,16 @@ impl LogFlush {
     }
 }
 
-/// Appends chunks as they come, batching whatever queued up meanwhile into one store call.
+/// How long the log writer waits for more chunks before it writes what it has. A model
+/// streaming fast (or an instant one) then costs a store call per few milliseconds, not per
+/// chunk; a follower on another replica sees chunks at most this much later. The run's last
+/// chunks are written at once: dropping the emitter closes the channel.
+const LOG_LINGER: Duration = Duration::from_millis(5);
+
+/// Most chunks in one store call.
+const LOG_BATCH: usize = 256;
+
+/// Appends chunks in batches: whatever arrives within [`LOG_LINGER`] of the first unwritten one.
 async fn write_log(
     store: Arc<dyn Store>,
     run_id: String,
@@ -107,7 +120,16 @@ async fn write_log(
     limits: LogLimits,
 ) {
     let mut batch = Vec::new();
-    while rx.recv_many(&mut batch, 256).await > 0 {
+    while rx.recv_many(&mut batch, LOG_BATCH).await > 0 {
+        let deadline = Instant::now() + LOG_LINGER;
+        while batch.len() < LOG_BATCH {
+            match tokio::time::timeout_at(deadline, rx.recv_many(&mut batch, LOG_BATCH)).await {
+                // More came in time; wait for the rest.
+                Ok(n) if n > 0 => {}
+                // Closed (the run ended) or the linger is over: write now.
+                _ => break,
+            }
+        }
         if let Err(e) = store
             .append_chunks(&run_id, std::mem::take(&mut batch), limits)
             .await

@@ -65,7 +65,7 @@ impl Runtime {
 
 /// A client's view of a run: when it goes away with `on_disconnect = ABORT`, the run stops.
 pub(super) struct ClientStream {
-    pub(super) inner: ReceiverStream<Result<pb::Chunk, RunError>>,
+    pub(super) inner: ReceiverStream<Result<Box<pb::Chunk>, RunError>>,
     pub(super) _active: telemetry::ActiveStream,
     pub(super) on_disconnect: OnDisconnect,
     pub(super) runtime: Arc<Runtime>,
@@ -83,7 +83,7 @@ impl Stream for ClientStream {
             Poll::Ready(None) => self.finished = true,
             _ => {}
         }
-        polled
+        polled.map(|item| item.map(|chunk| chunk.map(|boxed| *boxed)))
     }
 }
 

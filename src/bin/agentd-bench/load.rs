@@ -90,14 +90,16 @@ pub fn latency_summary(mut latencies: Vec<f64>) -> [f64; 3] {
     ]
 }
 
-/// Runs per second with `workers` runs in flight for `time`.
+/// Runs per second with `workers` runs in flight for `time`, and agentd's CPU time per run
+/// (milliseconds).
 pub async fn concurrent_runs(
     procs: &Procs,
     tag: &str,
     workers: usize,
     time: Duration,
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<(f64, f64)> {
     let channels = channels(procs, workers, WORKERS_PER_CONNECTION).await?;
+    let cpu = procs.agentd_cpu()?;
     let started = Instant::now();
     let deadline = started + time;
     let tasks: Vec<_> = (0..workers)
@@ -118,7 +120,9 @@ pub async fn concurrent_runs(
     for task in tasks {
         total += task.await??;
     }
-    Ok(total as f64 / started.elapsed().as_secs_f64())
+    let elapsed = started.elapsed().as_secs_f64();
+    let cpu = (procs.agentd_cpu()? - cpu).as_secs_f64() * 1000.0;
+    Ok((total as f64 / elapsed, cpu / total.max(1) as f64))
 }
 
 /// What a tasks-mode worker calls.

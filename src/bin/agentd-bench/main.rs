@@ -158,6 +158,7 @@ impl Bench<'_> {
         let mut latency = [Vec::new(), Vec::new(), Vec::new()];
         let mut one = Vec::new();
         let mut sixteen = Vec::new();
+        let mut cpu = Vec::new();
         // Rounds interleave the two shapes, so drift on a busy machine hits both alike.
         for round in 0..self.args.rounds {
             let started = std::time::Instant::now();
@@ -169,9 +170,10 @@ impl Bench<'_> {
             for (figure, value) in latency.iter_mut().zip(summary) {
                 figure.push(value);
             }
-            sixteen.push(
-                load::concurrent_runs(&procs, &format!("c16r{round}"), 16, self.seconds()).await?,
-            );
+            let (runs_per_sec, cpu_ms) =
+                load::concurrent_runs(&procs, &format!("c16r{round}"), 16, self.seconds()).await?;
+            sixteen.push(runs_per_sec);
+            cpu.push(cpu_ms);
         }
         let [p50, p90, p99] = latency;
         self.record("generate", "c=1 latency median".into(), "ms", p50);
@@ -179,6 +181,7 @@ impl Bench<'_> {
         self.record("generate", "c=1 latency p99".into(), "ms", p99);
         self.record("generate", "c=1 throughput".into(), "runs/s", one);
         self.record("generate", "c=16 throughput".into(), "runs/s", sixteen);
+        self.record("generate", "c=16 agentd CPU per run".into(), "ms", cpu);
         Ok(())
     }
 

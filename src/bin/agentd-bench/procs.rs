@@ -182,6 +182,25 @@ impl Procs {
             .await?)
     }
 
+    /// CPU time agentd has used so far (user + system), from /proc.
+    pub fn agentd_cpu(&self) -> anyhow::Result<Duration> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.agentd_pid))?;
+        // Fields after the command name (which may hold spaces, so split after its ')').
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+        let ticks: u64 = fields
+            .get(11..13)
+            .context("short /proc stat")?
+            .iter()
+            .map(|f| f.parse::<u64>().unwrap_or(0))
+            .sum();
+        // Linux reports these in USER_HZ, 100 per second on every mainstream architecture.
+        Ok(Duration::from_millis(ticks * 10))
+    }
+
     /// agentd's resident memory, in bytes (`VmRSS` of /proc).
     pub fn agentd_rss(&self) -> anyhow::Result<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.agentd_pid))?;
