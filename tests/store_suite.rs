@@ -92,6 +92,7 @@ suite!(
     watch_receives_each_new_value,
     watch_is_scoped_to_the_owner,
     chunk_log_is_bounded_and_followed,
+    a_sealed_chunk_log_reads_as_before,
     chunk_log_expires,
     run_cas_and_ttl,
     claim_key_first_wins_then_expires,
@@ -372,6 +373,44 @@ async fn chunk_log_is_bounded_and_followed(f: Fixture) {
             .unwrap()
             .is_empty()
     );
+}
+
+async fn a_sealed_chunk_log_reads_as_before(f: Fixture) {
+    let run = "run-sealed";
+    let bounds = limits(3, Duration::from_secs(30));
+    let mut follow = f.store.follow_chunks(run).await.unwrap();
+    f.peer
+        .append_chunks(run, vec![(1, b("a")), (2, b("b"))], bounds)
+        .await
+        .unwrap();
+    let whole = vec![(1, b("a")), (2, b("b")), (3, b("c")), (4, b("d"))];
+    f.peer
+        .seal_chunks(run, vec![(3, b("c")), (4, b("d"))], whole, bounds)
+        .await
+        .unwrap();
+    // Followers see every chunk once; readers see the bounded log, as without sealing.
+    for (seq, text) in [(1, "a"), (2, "b"), (3, "c"), (4, "d")] {
+        assert_eq!(next(&mut follow).await, (seq, b(text)));
+    }
+    assert_eq!(
+        f.store.read_chunks(run, 0).await.unwrap(),
+        vec![(2, b("b")), (3, b("c")), (4, b("d"))]
+    );
+    assert_eq!(
+        f.store.read_chunks(run, 3).await.unwrap(),
+        vec![(4, b("d"))]
+    );
+    // A log that grows again after its seal reads on in order.
+    f.peer
+        .append_chunks(run, vec![(5, b("e"))], bounds)
+        .await
+        .unwrap();
+    assert_eq!(
+        f.store.read_chunks(run, 3).await.unwrap(),
+        vec![(4, b("d")), (5, b("e"))]
+    );
+    f.store.delete_run(run).await.unwrap();
+    assert!(f.store.read_chunks(run, 0).await.unwrap().is_empty());
 }
 
 async fn chunk_log_expires(f: Fixture) {

@@ -31,7 +31,15 @@ pub struct Emitter {
     client: Option<ClientSender>,
     /// Set once the client's stream is gone.
     client_gone: Arc<AtomicBool>,
-    log: mpsc::UnboundedSender<(u64, Bytes)>,
+    log: mpsc::UnboundedSender<LogMessage>,
+}
+
+/// What the log writer receives.
+enum LogMessage {
+    /// A numbered, encoded chunk.
+    Chunk(u64, Bytes),
+    /// The run has ended for good (not suspended): the log is complete once the writer ends.
+    Complete,
 }
 
 impl Emitter {
@@ -45,7 +53,9 @@ impl Emitter {
         limits: LogLimits,
     ) -> (Self, LogFlush) {
         let (log, rx) = mpsc::unbounded_channel();
-        let writer = tokio::spawn(write_log(store, run_id.clone(), rx, limits));
+        // Only an emitter that starts the log sees all of it, and so can seal it.
+        let whole = (sequence == 0).then(Vec::new);
+        let writer = tokio::spawn(write_log(store, run_id.clone(), rx, limits, whole));
         let emitter = Self {
             run_id,
             sequence,
@@ -76,15 +86,22 @@ impl Emitter {
         self.sequence += 1;
         let chunk = wire::chunk(&self.run_id, self.sequence, &event);
         // A closed log writer only means the log stops growing; the run goes on.
-        let _ = self
-            .log
-            .send((self.sequence, Bytes::from(chunk.encode_to_vec())));
+        let _ = self.log.send(LogMessage::Chunk(
+            self.sequence,
+            Bytes::from(chunk.encode_to_vec()),
+        ));
         if let Some(client) = &self.client
             && client.send(Ok(Box::new(chunk))).await.is_err()
         {
             self.client = None;
             self.client_gone.store(true, Ordering::Relaxed);
         }
+    }
+
+    /// Marks the run as ended for good (not suspended): its log will not grow again, so the
+    /// store may keep it sealed (compacted) once written.
+    pub fn complete(&self) {
+        let _ = self.log.send(LogMessage::Complete);
     }
 
     /// Detaches the client (the run goes on for the log only).
@@ -112,30 +129,68 @@ const LOG_LINGER: Duration = Duration::from_millis(5);
 /// Most chunks in one store call.
 const LOG_BATCH: usize = 256;
 
-/// Appends chunks in batches: whatever arrives within [`LOG_LINGER`] of the first unwritten one.
+/// Most bytes of chunks the writer keeps to seal a log; a longer log stays as it is.
+const SEAL_MAX_BYTES: usize = 4 << 20;
+
+/// Appends chunks in batches: whatever arrives within [`LOG_LINGER`] of the first unwritten
+/// one. With `whole` (the emitter started the log) it keeps every chunk and, when the run says
+/// it is complete, writes the last batch as a seal of the whole log.
 async fn write_log(
     store: Arc<dyn Store>,
     run_id: String,
-    mut rx: mpsc::UnboundedReceiver<(u64, Bytes)>,
+    mut rx: mpsc::UnboundedReceiver<LogMessage>,
     limits: LogLimits,
+    mut whole: Option<Vec<(u64, Bytes)>>,
 ) {
-    let mut batch = Vec::new();
-    while rx.recv_many(&mut batch, LOG_BATCH).await > 0 {
+    let mut messages = Vec::new();
+    let mut kept = 0usize;
+    let mut complete = false;
+    loop {
+        let mut open = rx.recv_many(&mut messages, LOG_BATCH).await > 0;
+        if !open {
+            break;
+        }
         let deadline = Instant::now() + LOG_LINGER;
-        while batch.len() < LOG_BATCH {
-            match tokio::time::timeout_at(deadline, rx.recv_many(&mut batch, LOG_BATCH)).await {
+        while open && messages.len() < LOG_BATCH {
+            match tokio::time::timeout_at(deadline, rx.recv_many(&mut messages, LOG_BATCH)).await {
                 // More came in time; wait for the rest.
                 Ok(n) if n > 0 => {}
-                // Closed (the run ended) or the linger is over: write now.
-                _ => break,
+                // Closed: the run ended; write now.
+                Ok(_) => open = false,
+                // The linger is over: write now.
+                Err(_) => break,
             }
         }
-        if let Err(e) = store
-            .append_chunks(&run_id, std::mem::take(&mut batch), limits)
-            .await
-        {
+        let mut batch = Vec::with_capacity(messages.len());
+        for message in messages.drain(..) {
+            match message {
+                LogMessage::Chunk(seq, bytes) => batch.push((seq, bytes)),
+                LogMessage::Complete => complete = true,
+            }
+        }
+        if let Some(all) = &mut whole {
+            kept += batch.iter().map(|(_, b)| b.len()).sum::<usize>();
+            if kept > SEAL_MAX_BYTES {
+                whole = None;
+            } else {
+                all.extend(batch.iter().cloned());
+            }
+        }
+        let written = match (&mut whole, complete && !open) {
+            (Some(all), true) => {
+                store
+                    .seal_chunks(&run_id, batch, std::mem::take(all), limits)
+                    .await
+            }
+            _ if batch.is_empty() => Ok(()),
+            _ => store.append_chunks(&run_id, batch, limits).await,
+        };
+        if let Err(e) = written {
             crate::telemetry::metrics().store_error("append_chunks");
             warn!(run_id, error = %e, "could not append to the run log; Observe will miss chunks");
+        }
+        if !open {
+            break;
         }
     }
 }

@@ -465,6 +465,9 @@ impl Runtime {
             }
         }
         em.emit(Event::Finish(Box::new(result))).await;
+        if record.status != RunStatus::Suspended {
+            em.complete();
+        }
         self.deregister(&run_id);
         drop(em);
         flush.wait().await;

@@ -282,6 +282,21 @@ pub trait Store: Send + Sync + 'static {
         limits: LogLimits,
     ) -> StoreResult<()>;
 
+    /// Appends a run's last chunks (`last`, published to followers as by `append_chunks`) and
+    /// gives the whole log (`whole`, every chunk from the first, `last` included) so a store
+    /// can keep a finished log in a compact form. Read as before with `read_chunks`. The
+    /// default appends `last` and keeps the log as it is.
+    async fn seal_chunks(
+        &self,
+        run_id: &str,
+        last: Vec<LogEntry>,
+        whole: Vec<LogEntry>,
+        limits: LogLimits,
+    ) -> StoreResult<()> {
+        drop(whole);
+        self.append_chunks(run_id, last, limits).await
+    }
+
     /// Reads the logged chunks with a sequence number above `after_seq`, in order.
     async fn read_chunks(&self, run_id: &str, after_seq: u64) -> StoreResult<Vec<LogEntry>>;
 

@@ -43,6 +43,7 @@ use super::{
 
 mod codec;
 mod keys;
+mod log;
 mod scripts;
 mod threads;
 mod vectors;
@@ -52,8 +53,7 @@ use keys::{
     doc_key, esc, index_key, listing_key, resource_key, run_key, thread_key, watch_channel,
 };
 use scripts::{
-    APPEND_CHUNKS, APPEND_MESSAGES, CAS_DOC, CAS_PLAIN, CAS_RUN, CLAIM_KEY, GET_DOC, LOAD_THREAD,
-    script,
+    APPEND_MESSAGES, CAS_DOC, CAS_PLAIN, CAS_RUN, CLAIM_KEY, GET_DOC, LOAD_THREAD, script,
 };
 
 /// Error code raised by the scripts when a thread belongs to another resource.
@@ -324,30 +324,21 @@ impl Store for RedisStore {
         chunks: Vec<LogEntry>,
         limits: LogLimits,
     ) -> StoreResult<()> {
-        let mut script = APPEND_CHUNKS.prepare_invoke();
-        script
-            .key(run_key(run_id, "log"))
-            .arg(limits.max_chunks.min(i64::MAX as usize))
-            .arg(ttl_ms(limits.ttl))
-            .arg(run_key(run_id, "chunks"));
-        for (seq, bytes) in &chunks {
-            script.arg(encode_numbered(*seq, bytes));
-        }
-        self.eval(&script).await.map_err(store_err)
+        self.log_append(run_id, chunks, limits).await
+    }
+
+    async fn seal_chunks(
+        &self,
+        run_id: &str,
+        last: Vec<LogEntry>,
+        whole: Vec<LogEntry>,
+        limits: LogLimits,
+    ) -> StoreResult<()> {
+        self.log_seal(run_id, last, whole, limits).await
     }
 
     async fn read_chunks(&self, run_id: &str, after_seq: u64) -> StoreResult<Vec<LogEntry>> {
-        let mut lrange = redis::cmd("LRANGE");
-        lrange.arg(run_key(run_id, "log")).arg(0).arg(-1);
-        let entries: Vec<Vec<u8>> = self.query(&lrange).await?;
-        let mut chunks = Vec::with_capacity(entries.len());
-        for entry in entries {
-            let (seq, bytes) = split_numbered(&entry)?;
-            if seq > after_seq {
-                chunks.push((seq, bytes));
-            }
-        }
-        Ok(chunks)
+        self.log_read(run_id, after_seq).await
     }
 
     async fn follow_chunks(
@@ -503,7 +494,9 @@ impl Store for RedisStore {
 
     async fn delete_run(&self, run_id: &str) -> StoreResult<()> {
         let mut del = redis::cmd("DEL");
-        del.arg(run_key(run_id, "run")).arg(run_key(run_id, "log"));
+        del.arg(run_key(run_id, "run"))
+            .arg(run_key(run_id, "log"))
+            .arg(run_key(run_id, "log:z"));
         self.query::<u64>(&del).await.map(drop)
     }
 }

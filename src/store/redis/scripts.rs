@@ -131,25 +131,6 @@ return res
     )
 });
 
-/// KEYS: log; ARGV: max_chunks, ttl_ms, channel, entries… → 1.
-pub(super) static APPEND_CHUNKS: LazyLock<Script> = LazyLock::new(|| {
-    script(
-        r#"
-for i = 4, #ARGV do
-  redis.call('RPUSH', KEYS[1], ARGV[i])
-  redis.call('PUBLISH', ARGV[3], ARGV[i])
-end
-if ARGV[1] == '0' then
-  redis.call('DEL', KEYS[1])
-else
-  redis.call('LTRIM', KEYS[1], '-' .. ARGV[1], -1)
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 1
-"#,
-    )
-});
-
 /// KEYS: doc; ARGV: expected, value → CAS reply (a document without expiry).
 pub(super) static CAS_PLAIN: LazyLock<Script> =
     LazyLock::new(|| script("return cas_versioned(KEYS[1], ARGV[1], ARGV[2], now_ms())"));
