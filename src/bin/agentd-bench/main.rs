@@ -238,12 +238,14 @@ impl Bench<'_> {
 
     async fn idle(&mut self) -> anyhow::Result<()> {
         let streams = self.args.idle_streams.max(1);
-        let procs = self.start(streams + 16).await?;
-        load::sequential_runs(&procs, "warmup", 20).await?;
         let (mut held, mut per_stream, mut after, mut baseline) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         const MIB: f64 = 1024.0 * 1024.0;
         for round in 0..self.args.rounds {
+            // A fresh agentd each round: a second round in the same process reuses the memory
+            // the first freed, which would hide what a stream costs.
+            let procs = self.start(streams + 16).await?;
+            load::sequential_runs(&procs, "warmup", 20).await?;
             let [before, with, left] =
                 load::idle_streams(&procs, &format!("idle{round}"), streams).await?;
             baseline.push(before as f64 / MIB);
