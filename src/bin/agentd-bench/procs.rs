@@ -149,16 +149,36 @@ impl Procs {
                 max_runs,
             ),
         )?;
+        let log = dir.path().join("agentd.log");
+        let mut command = Command::new(agentd);
+        command
+            .args(["--config".as_ref(), config.as_os_str()])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?);
+        // The config file says everything: AGENTD_* and OTEL_* variables of this shell (a data
+        // directory, a metrics port in use) would override it.
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            if name.starts_with("AGENTD_") || name.starts_with("OTEL_") {
+                command.env_remove(name.as_ref());
+            }
+        }
         let agentd = Proc {
             name: "agentd",
-            child: Command::new(agentd)
-                .args(["--config".as_ref(), config.as_os_str()])
-                .stdout(Stdio::null())
+            child: command
                 .spawn()
                 .with_context(|| format!("starting {}", agentd.display()))?,
         };
         let agentd_url = format!("http://127.0.0.1:{port}");
-        wait_until_serving(&agentd_url, &agentd).await?;
+        if let Err(e) = wait_until_serving(&agentd_url, &agentd).await {
+            let output = std::fs::read_to_string(&log).unwrap_or_default();
+            let from = output.len().saturating_sub(2000);
+            let from = (from..output.len())
+                .find(|i| output.is_char_boundary(*i))
+                .unwrap_or(output.len());
+            let tail = &output[from..];
+            bail!("{e}; its log ends:\n{tail}");
+        }
         let (redis, redis_url) = match redis {
             Some((proc, url)) => (Some(proc), Some(url)),
             None => (None, None),
