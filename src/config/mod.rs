@@ -145,6 +145,8 @@ fn some<T: Copy>(value: &T) -> Option<T> {
 
 /// The server address of the client commands (`agentd chat` …), when `--server` is not given.
 pub const CLIENT_SERVER_ENV: &str = "AGENTD_SERVER";
+/// The prefix of every environment variable agentd reads.
+pub const ENV_PREFIX: &str = "AGENTD_";
 /// The API key the client commands send. Only ever read from the environment: a flag's value
 /// would show in `ps` and in shell history.
 pub const CLIENT_API_KEY_ENV: &str = "AGENTD_API_KEY";

@@ -159,7 +159,7 @@ impl Procs {
         // directory, a metrics port in use) would override it.
         for (name, _) in std::env::vars_os() {
             let name = name.to_string_lossy();
-            if name.starts_with("AGENTD_") || name.starts_with("OTEL_") {
+            if name.starts_with(agentd::config::ENV_PREFIX) || name.starts_with("OTEL_") {
                 command.env_remove(name.as_ref());
             }
         }
