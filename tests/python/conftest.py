@@ -9,8 +9,13 @@ import sys
 import tempfile
 import time
 
-import grpc
-import pytest
+# pexpect starts the CLI with forkpty(), which runs grpcio's fork handlers in the child: they
+# restart its event engine there, which can fail ("epoll_wait error: Bad file descriptor") and
+# kill the child before it execs. The children exec at once and need none of it.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
+import grpc  # noqa: E402
+import pytest  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
