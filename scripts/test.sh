@@ -37,6 +37,9 @@ fi
 step "release build (as the Dockerfile runs it)"
 cargo build --release --locked
 
+# The release benchmark and mock model, so that no README command waits on a link.
+cargo build --release --locked --features mock --bin agentd-bench --bin mock-openai
+
 # Last: the README's own commands need the release build (and build the release mock model).
 step "README commands, run as written"
 .venv/bin/python -m pytest -q -p no:cacheprovider tests/readme
