@@ -69,6 +69,31 @@ async fn channels(procs: &Procs, workers: usize, per: usize) -> anyhow::Result<V
     Ok(channels)
 }
 
+/// Runs `work` on `workers` callers at once, worker `w` on its share of `channels` with a tag
+/// of its own (`<tag>-w<w>`), and sums what they return.
+async fn on_workers<F, Fut>(
+    channels: &[Channel],
+    tag: &str,
+    workers: usize,
+    work: F,
+) -> anyhow::Result<u64>
+where
+    F: Fn(usize, Channel, String) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<u64>> + Send + 'static,
+{
+    let tasks: Vec<_> = (0..workers)
+        .map(|w| {
+            let channel = channels[w / WORKERS_PER_CONNECTION].clone();
+            tokio::spawn(work(w, channel, format!("{tag}-w{w}")))
+        })
+        .collect();
+    let mut total = 0;
+    for task in tasks {
+        total += task.await??;
+    }
+    Ok(total)
+}
+
 /// Latencies of `runs` runs one at a time, in milliseconds.
 pub async fn sequential_runs(procs: &Procs, tag: &str, runs: usize) -> anyhow::Result<Vec<f64>> {
     let mut client = AgentServiceClient::new(procs.connect().await?);
@@ -102,24 +127,16 @@ pub async fn concurrent_runs(
     let cpu = procs.agentd_cpu()?;
     let started = Instant::now();
     let deadline = started + time;
-    let tasks: Vec<_> = (0..workers)
-        .map(|w| {
-            let mut client = AgentServiceClient::new(channels[w / WORKERS_PER_CONNECTION].clone());
-            let tag = format!("{tag}-w{w}");
-            tokio::spawn(async move {
-                let mut done = 0u64;
-                while Instant::now() < deadline {
-                    run_once(&mut client, format!("{tag}-{done}")).await?;
-                    done += 1;
-                }
-                anyhow::Ok(done)
-            })
-        })
-        .collect();
-    let mut total = 0;
-    for task in tasks {
-        total += task.await??;
-    }
+    let total = on_workers(&channels, tag, workers, |_, channel, tag| async move {
+        let mut client = AgentServiceClient::new(channel);
+        let mut done = 0u64;
+        while Instant::now() < deadline {
+            run_once(&mut client, format!("{tag}-{done}")).await?;
+            done += 1;
+        }
+        Ok(done)
+    })
+    .await?;
     let elapsed = started.elapsed().as_secs_f64();
     let cpu = (procs.agentd_cpu()? - cpu).as_secs_f64() * 1000.0;
     Ok((total as f64 / elapsed, cpu / total.max(1) as f64))
@@ -145,36 +162,27 @@ pub async fn unary_ops(
     let channels = channels(procs, workers, WORKERS_PER_CONNECTION).await?;
     let started = Instant::now();
     let deadline = started + time;
-    let tasks: Vec<_> = (0..workers)
-        .map(|w| {
-            let channel = channels[w / WORKERS_PER_CONNECTION].clone();
-            let tag = format!("{tag}-w{w}");
-            tokio::spawn(async move {
-                let mut tasks = TaskServiceClient::new(channel.clone());
-                let mut health = HealthClient::new(channel);
-                let mut ops = 0u64;
-                let mut i = 0u64;
-                while Instant::now() < deadline {
-                    match what {
-                        Unary::TaskMix => {
-                            task_mix(&mut tasks, format!("{tag}-{i}")).await?;
-                            ops += 4;
-                        }
-                        Unary::HealthCheck => {
-                            health.check(HealthCheckRequest::default()).await?;
-                            ops += 1;
-                        }
-                    }
-                    i += 1;
+    let total = on_workers(&channels, tag, workers, |_, channel, tag| async move {
+        let mut tasks = TaskServiceClient::new(channel.clone());
+        let mut health = HealthClient::new(channel);
+        let mut ops = 0u64;
+        let mut i = 0u64;
+        while Instant::now() < deadline {
+            match what {
+                Unary::TaskMix => {
+                    task_mix(&mut tasks, format!("{tag}-{i}")).await?;
+                    ops += 4;
                 }
-                anyhow::Ok(ops)
-            })
-        })
-        .collect();
-    let mut total = 0;
-    for task in tasks {
-        total += task.await??;
-    }
+                Unary::HealthCheck => {
+                    health.check(HealthCheckRequest::default()).await?;
+                    ops += 1;
+                }
+            }
+            i += 1;
+        }
+        Ok(ops)
+    })
+    .await?;
     Ok(total as f64 / started.elapsed().as_secs_f64())
 }
 
@@ -277,48 +285,34 @@ pub async fn redis_memory_per_run(
     let mut redis = redis::Client::open(url)?
         .get_multiplexed_async_connection()
         .await?;
-    let used = |info: String| {
-        info.lines()
-            .find_map(|l| l.strip_prefix("used_memory:"))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .context("no used_memory in INFO memory")
-    };
     let keys_before: u64 = redis::cmd("DBSIZE").query_async(&mut redis).await?;
-    let before = used(
-        redis::cmd("INFO")
-            .arg("memory")
-            .query_async(&mut redis)
-            .await?,
-    )?;
+    let before = used_memory(&mut redis).await?;
     let workers = 16;
     let channels = channels(procs, workers, WORKERS_PER_CONNECTION).await?;
-    let tasks: Vec<_> = (0..workers)
-        .map(|w| {
-            let mut client = AgentServiceClient::new(channels[w / WORKERS_PER_CONNECTION].clone());
-            let tag = format!("{tag}-w{w}");
-            let share = runs / workers + usize::from(w < runs % workers);
-            tokio::spawn(async move {
-                for i in 0..share {
-                    run_once(&mut client, format!("{tag}-{i}")).await?;
-                }
-                anyhow::Ok(())
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await??;
-    }
+    on_workers(&channels, tag, workers, |w, channel, tag| async move {
+        let mut client = AgentServiceClient::new(channel);
+        let share = runs / workers + usize::from(w < runs % workers);
+        for i in 0..share {
+            run_once(&mut client, format!("{tag}-{i}")).await?;
+        }
+        Ok(0)
+    })
+    .await?;
     // Run records and logs are written as runs end; give the last ones a moment.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let after = used(
-        redis::cmd("INFO")
-            .arg("memory")
-            .query_async(&mut redis)
-            .await?,
-    )?;
+    let after = used_memory(&mut redis).await?;
     let keys_after: u64 = redis::cmd("DBSIZE").query_async(&mut redis).await?;
     Ok((
         (after - before) / runs as f64,
         (keys_after.saturating_sub(keys_before)) as f64 / runs as f64,
     ))
+}
+
+/// Redis's `used_memory`, from `INFO memory`.
+async fn used_memory(redis: &mut redis::aio::MultiplexedConnection) -> anyhow::Result<f64> {
+    let info: String = redis::cmd("INFO").arg("memory").query_async(redis).await?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .context("no used_memory in INFO memory")
 }
