@@ -109,7 +109,7 @@ const state = {
   resource: "",
   thread: "",
   threadsToken: "",
-  /** The run shown in the run bar: {id, view, live, controller}. */
+  /** The run shown in the run bar: {view}. */
   run: null,
   /** RunView per run id on the page. */
   views: new Map(),
@@ -538,9 +538,8 @@ const runBar = {
 /** Streams one call's chunks into a view (a new one unless given); re-attaches on a lost
  * connection. `headers` go with the first call only (a new run's traceparent). */
 async function runStream(method, body, { view, label, headers } = {}) {
-  const controller = new AbortController();
   view ||= new RunView(label);
-  state.run = { view, controller };
+  state.run = { view };
   runBar.show(view.runId || body.runId);
   runBar.status("starting", "live");
   runBar.live(true);
@@ -551,7 +550,6 @@ async function runStream(method, body, { view, label, headers } = {}) {
   for (let retries = 0; ; retries += 1) {
     try {
       for await (const chunk of api.stream(attempt.method, attempt.body, {
-        signal: controller.signal,
         headers: attempt.headers,
         onOpen: (headers) => {
           view.traceId = headers.get("x-trace-id") || view.traceId;
@@ -567,11 +565,9 @@ async function runStream(method, body, { view, label, headers } = {}) {
       const lost = error instanceof TypeError && view.runId && !view.finished && retries < 5;
       if (!lost) {
         view.settle();
-        if (error.name !== "AbortError") {
-          view.note(`${error.message}${error instanceof ApiError ? ` (${error.codeName})` : ""}`, "bad");
-          runBar.status("failed", "bad");
-          report(error, "The run");
-        }
+        view.note(`${error.message}${error instanceof ApiError ? ` (${error.codeName})` : ""}`, "bad");
+        runBar.status("failed", "bad");
+        report(error, "The run");
         break;
       }
       view.note("Connection lost; re-attaching…", "warn");
