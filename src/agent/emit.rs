@@ -53,8 +53,9 @@ impl Emitter {
         limits: LogLimits,
     ) -> (Self, LogFlush) {
         let (log, rx) = mpsc::unbounded_channel();
-        // Only an emitter that starts the log sees all of it, and so can seal it.
-        let whole = (sequence == 0).then(Vec::new);
+        // Only an emitter that starts the log sees all of it, and so can seal it; a store that
+        // keeps no sealed form costs no copy.
+        let whole = (sequence == 0 && store.seals_logs()).then(Vec::new);
         let writer = tokio::spawn(write_log(store, run_id.clone(), rx, limits, whole));
         let emitter = Self {
             run_id,

@@ -282,6 +282,12 @@ pub trait Store: Send + Sync + 'static {
         limits: LogLimits,
     ) -> StoreResult<()>;
 
+    /// Whether `seal_chunks` keeps a sealed form (so a log writer should keep the whole log
+    /// to give it); false by default.
+    fn seals_logs(&self) -> bool {
+        false
+    }
+
     /// Appends a run's last chunks (`last`, published to followers as by `append_chunks`) and
     /// gives the whole log (`whole`, every chunk from the first, `last` included) so a store
     /// can keep a finished log in a compact form. Read as before with `read_chunks`. The

@@ -327,6 +327,10 @@ impl Store for RedisStore {
         self.log_append(run_id, chunks, limits).await
     }
 
+    fn seals_logs(&self) -> bool {
+        true
+    }
+
     async fn seal_chunks(
         &self,
         run_id: &str,
