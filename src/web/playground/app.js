@@ -702,7 +702,14 @@ async function refreshPending() {
 }
 
 function renderPending() {
-  const items = [...state.pending.values()].map(({ runId, suspension }) => pendingItem(runId, suspension));
+  // A call already shown keeps its element: a refresh (every stream's end lists them again)
+  // must not wipe a reason or an answer the user is typing. One whose decision was sent (its
+  // controls disabled) and that is still pending (the decision failed) is shown afresh.
+  const shown = new Map([...$("pending").children]
+    .filter((li) => !li.querySelector(":disabled"))
+    .map((li) => [li.dataset.toolCallId, li]));
+  const items = [...state.pending.values()].map(({ runId, suspension }) =>
+    shown.get(suspension.toolCallId) || pendingItem(runId, suspension));
   $("pending").replaceChildren(...items);
   $("pending-empty").hidden = items.length > 0;
 }
