@@ -1,8 +1,9 @@
 //! Redis implementation of [`Store`]: one round trip per call (a Lua script wherever a check
-//! and a write must be atomic), cluster-ready keys and pub/sub notifications.
+//! and a write must be atomic), hash-tagged keys and pub/sub notifications.
 //!
-//! Key layout (every key of a thread or run shares one `{hash tag}`, so scripts touching several
-//! keys stay within one cluster slot):
+//! Key layout (every key of a thread or run shares one `{hash tag}`; the thread scripts also
+//! update the resource's listings, in another slot, which is why Redis Cluster is not supported
+//! yet — see `keys::listing_key`):
 //!
 //! | key                                  | type | content                                |
 //! |--------------------------------------|------|----------------------------------------|
