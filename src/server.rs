@@ -32,7 +32,7 @@ use crate::pb::task_service_server::TaskServiceServer;
 use crate::pb::thread_service_server::ThreadServiceServer;
 use crate::store::Store;
 use crate::store::embedded::EmbeddedStore;
-use crate::store::redis::RedisStore;
+use crate::store::redis::{RedisOptions, RedisStore};
 use crate::tasklist::TaskLists;
 use crate::web::{JsonLayer, MetricsEndpoint};
 
@@ -65,7 +65,18 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
             Ok(Arc::new(store))
         }
         StoreKind::Redis(url) => {
-            let store = RedisStore::connect(&url)
+            let defaults = RedisOptions::default();
+            let wait_timeout = Duration::from_millis(config.store.wait_timeout_ms);
+            let options = RedisOptions {
+                wait_replicas: config.store.wait_replicas,
+                wait_timeout,
+                // A waited write's call includes its WAIT.
+                call_timeout: defaults
+                    .call_timeout
+                    .max(wait_timeout + Duration::from_secs(1)),
+                ..defaults
+            };
+            let store = RedisStore::connect_with(&url, options)
                 .await
                 .with_context(|| format!("connecting to Redis at {}", redact_url(&url)))?;
             info!(url = %redact_url(&url), "using Redis");

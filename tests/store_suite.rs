@@ -1,7 +1,8 @@
 //! One behaviour suite for every `Store` implementation: each case runs against the embedded
-//! store and against a private `redis-server` (which must be installed: Redis cases fail, never
-//! skip, without it). A case gets a `Fixture` with `store` and `peer`: for Redis two separate
-//! `RedisStore` instances on one server (two replicas), for the embedded store the same one.
+//! store, against a private `redis-server` and against a private 3-master Redis Cluster (Redis
+//! must be installed: Redis cases fail, never skip, without it). A case gets a `Fixture` with
+//! `store` and `peer`: for Redis two separate `RedisStore` instances on one server or cluster
+//! (two replicas), for the embedded store the same one.
 
 mod support;
 
@@ -16,7 +17,7 @@ use agentd::store::{
     Cas, LogLimits, Store, StoreError, StoreResult, ThreadKey, Versioned, embedded::EmbeddedStore,
     redis::RedisStore,
 };
-use support::redis::RedisServer;
+use support::redis::{RedisCluster, RedisServer};
 
 /// Longest wait for an expected notification.
 const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -30,6 +31,7 @@ struct Fixture {
     // Declared last: dropped after the stores.
     _dir: Option<TempDir>,
     _redis: Option<RedisServer>,
+    _cluster: Option<RedisCluster>,
 }
 
 impl Fixture {
@@ -41,6 +43,7 @@ impl Fixture {
             store,
             _dir: Some(dir),
             _redis: None,
+            _cluster: None,
         }
     }
 
@@ -53,11 +56,28 @@ impl Fixture {
             peer: Arc::new(peer),
             _dir: None,
             _redis: Some(server),
+            _cluster: None,
+        }
+    }
+
+    async fn redis_cluster() -> Self {
+        let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3, 0))
+            .await
+            .unwrap();
+        let store = RedisStore::connect(&cluster.url()).await.unwrap();
+        let peer = RedisStore::connect(&cluster.url()).await.unwrap();
+        Self {
+            store: Arc::new(store),
+            peer: Arc::new(peer),
+            _dir: None,
+            _redis: None,
+            _cluster: Some(cluster),
         }
     }
 }
 
-/// Runs each listed case against both stores (`on_embedded::case`, `on_redis::case`).
+/// Runs each listed case against every store (`on_embedded::case`, `on_redis::case`,
+/// `on_redis_cluster::case`).
 macro_rules! suite {
     ($($case:ident),* $(,)?) => {
         mod on_embedded {
@@ -73,6 +93,14 @@ macro_rules! suite {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $case() {
                     super::$case(super::Fixture::redis().await).await;
+                }
+            )*
+        }
+        mod on_redis_cluster {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(super::Fixture::redis_cluster().await).await;
                 }
             )*
         }

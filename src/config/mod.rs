@@ -10,6 +10,7 @@ use clap::Parser;
 use serde::Deserialize;
 
 use crate::model::ProviderConfig;
+use crate::store::redis::RedisTarget;
 
 mod agent;
 mod mcp;
@@ -101,8 +102,13 @@ overrides! {
     cors_allowed_origins: String => web.cors_allowed_origins, "AGENTD_CORS_ALLOWED_ORIGINS", comma_list;
     /// Serve the web playground at / on the gRPC port: true or false.
     playground: bool => playground.enabled, "AGENTD_PLAYGROUND";
-    /// Store URL: redis://host:port/db, rediss://…, or "embedded" (default).
+    /// Store URL: "embedded" (default), redis://host:port/db, rediss://…,
+    /// redis+cluster://h1:p1,h2:p2 or redis+sentinel://s1:p1,s2:p2/<master>[/<db>].
     store_url: String => store.url, "AGENTD_STORE_URL";
+    /// Redis replicas that must have each write before it is acknowledged (WAIT; 0: none).
+    store_wait_replicas: u32 => store.wait_replicas, "AGENTD_STORE_WAIT_REPLICAS";
+    /// Longest wait, in milliseconds, for those replicas; fewer in time fails the call.
+    store_wait_timeout_ms: u64 => store.wait_timeout_ms, "AGENTD_STORE_WAIT_TIMEOUT_MS";
     /// Directory of the embedded store.
     data_dir: PathBuf => store.data_dir, "AGENTD_DATA_DIR";
     /// Log format: text or json.
@@ -232,10 +238,15 @@ impl ServerConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreConfig {
-    /// `redis://…`/`rediss://…` for Redis; empty or `embedded` for the on-disk store.
+    /// Empty or `embedded` for the on-disk store; for Redis one node (`redis://…`,
+    /// `rediss://…`), a cluster (`redis+cluster://…`) or Sentinel (`redis+sentinel://…`).
     pub url: String,
     /// Directory of the embedded store.
     pub data_dir: PathBuf,
+    /// Redis replicas that must have each write before it is acknowledged (`WAIT`); 0: none.
+    pub wait_replicas: u32,
+    /// Longest `WAIT` for those replicas, in milliseconds.
+    pub wait_timeout_ms: u64,
 }
 
 impl Default for StoreConfig {
@@ -243,6 +254,8 @@ impl Default for StoreConfig {
         Self {
             url: String::new(),
             data_dir: PathBuf::from("./data"),
+            wait_replicas: 0,
+            wait_timeout_ms: 500,
         }
     }
 }
@@ -261,18 +274,28 @@ impl StoreConfig {
     pub fn kind(&self) -> Result<StoreKind, ConfigError> {
         let url = self.url.trim();
         if url.is_empty() || url == "embedded" {
-            Ok(StoreKind::Embedded(self.data_dir.clone()))
-        } else if url.starts_with("redis://")
-            || url.starts_with("rediss://")
-            || url.starts_with("redis+unix://")
-        {
-            Ok(StoreKind::Redis(url.to_owned()))
-        } else {
-            Err(ConfigError::Invalid(format!(
-                "store.url must be empty, \"embedded\", redis:// or rediss://, got {:?}",
-                redact_url(url)
-            )))
+            return Ok(StoreKind::Embedded(self.data_dir.clone()));
         }
+        let target = RedisTarget::parse(url).map_err(|e| {
+            ConfigError::Invalid(format!(
+                "store.url must be empty, \"embedded\" or a Redis URL: {e}, got {:?}",
+                redact_url(url)
+            ))
+        })?;
+        if self.wait_replicas > 0 && matches!(target, RedisTarget::Cluster(_)) {
+            return Err(ConfigError::Invalid(
+                "store.wait_replicas is not supported with redis+cluster:// (WAIT must run on the \
+                 connection of the write, which a cluster connection does not expose)"
+                    .into(),
+            ));
+        }
+        if self.wait_replicas > 0 && !(1..=60_000).contains(&self.wait_timeout_ms) {
+            return Err(ConfigError::Invalid(format!(
+                "store.wait_timeout_ms must be between 1 and 60000, got {}",
+                self.wait_timeout_ms
+            )));
+        }
+        Ok(StoreKind::Redis(url.to_owned()))
     }
 }
 

@@ -175,7 +175,45 @@ fn bad_store_url_is_rejected_without_leaking_credentials() {
     let config = StoreConfig {
         url: "mysql://user:secret@db".into(),
         data_dir: PathBuf::new(),
+        ..StoreConfig::default()
     };
     let err = config.kind().unwrap_err().to_string();
     assert!(!err.contains("secret"), "{err}");
+}
+
+#[test]
+fn cluster_and_sentinel_urls_are_checked_at_start_up() {
+    let with = |url: &str, wait_replicas: u32, wait_timeout_ms: u64| StoreConfig {
+        url: url.into(),
+        wait_replicas,
+        wait_timeout_ms,
+        ..StoreConfig::default()
+    };
+    for url in [
+        "redis+cluster://a:7000,b:7001",
+        "rediss+cluster://u:p@a:7000",
+        "redis+sentinel://s1:26379,s2:26379/mymaster/1",
+    ] {
+        assert_eq!(
+            with(url, 0, 500).kind().unwrap(),
+            StoreKind::Redis(url.into())
+        );
+    }
+    for (config, says) in [
+        (with("redis+cluster://u:secret@a", 0, 500), "needs a port"),
+        (
+            with("redis+sentinel://u:secret@s:26379", 0, 500),
+            "names the master",
+        ),
+        (
+            with("redis+cluster://a:7000", 1, 500),
+            "store.wait_replicas",
+        ),
+        (with("redis://a:6379", 1, 0), "store.wait_timeout_ms"),
+    ] {
+        let err = config.kind().unwrap_err().to_string();
+        assert!(err.contains(says), "{err}");
+        assert!(!err.contains("secret"), "{err}");
+    }
+    assert!(with("redis+sentinel://s:26379/m", 1, 200).kind().is_ok());
 }

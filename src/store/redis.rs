@@ -1,9 +1,10 @@
 //! Redis implementation of [`Store`]: one round trip per call (a Lua script wherever a check
-//! and a write must be atomic), hash-tagged keys and pub/sub notifications.
+//! and a write must be atomic), hash-tagged keys and pub/sub notifications, on one node, a Redis
+//! Cluster or a master found through Sentinel (`target.rs` has the URL forms).
 //!
-//! Key layout (every key of a thread or run shares one `{hash tag}`; the thread scripts also
-//! update the resource's listings, in another slot, which is why Redis Cluster is not supported
-//! yet — see `keys::listing_key`):
+//! Key layout (every key of a thread or run shares one `{hash tag}`, so every script touches
+//! one slot; on one node the thread scripts also update the resource's listings, on a cluster
+//! the store does that in a second call on the resource's slot — see `scripts.rs`):
 //!
 //! | key                                  | type | content                                |
 //! |--------------------------------------|------|----------------------------------------|
@@ -24,17 +25,19 @@
 //! Channels: `agentd:{t:<thread>}:watch:<kind>:<owner>` carries `<version>:<bytes>` (the owner is
 //! part of the name, so a watcher of another resource can never receive the thread's values),
 //! `agentd:{r:<run>}:chunks` carries `<seq>:<bytes>`, `agentd:{r:<run>}:control` raw messages.
+//! Channels are hash-tagged like keys: on a cluster they are sharded channels (`SPUBLISH` /
+//! `SSUBSCRIBE`), served by the node that owns the slot, so fan-out never crosses the cluster.
 //! Id parts are escaped (`%`, `{`, `}`, `:`) so that distinct ids never share a key.
 
 use std::future::Future;
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use futures::stream::{self, BoxStream, StreamExt};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubStream};
-use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, ScriptInvocation};
+use futures::stream::{BoxStream, StreamExt};
+use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult};
 
 use super::{
     Cas, LogEntry, LogLimits, MessageQuery, Store, StoreError, StoreResult, StoredMessage,
@@ -43,18 +46,26 @@ use super::{
 };
 
 mod codec;
+mod conn;
+mod failover;
+mod hub;
 mod keys;
 mod log;
 mod scripts;
+mod target;
 mod threads;
 mod vectors;
 
+pub use target::RedisTarget;
+
 use codec::{decode_cas, encode_numbered, split_numbered, ttl_ms, versioned};
+use conn::{Backend, Conn};
 use keys::{
     doc_key, esc, index_key, listing_key, resource_key, run_key, thread_key, watch_channel,
 };
 use scripts::{
-    APPEND_MESSAGES, CAS_DOC, CAS_PLAIN, CAS_RUN, CLAIM_KEY, GET_DOC, LOAD_THREAD, script,
+    APPEND_MESSAGES, CAS_DOC, CAS_PLAIN, CAS_RUN, CLAIM_KEY, GET_DOC, Invocation, LOAD_THREAD,
+    StoreScript, read_script, script,
 };
 
 /// Error code raised by the scripts when a thread belongs to another resource.
@@ -69,6 +80,10 @@ pub struct RedisOptions {
     pub response_timeout: Duration,
     /// Limit for a whole store call, reconnection attempts included.
     pub call_timeout: Duration,
+    /// Replicas that must have each write before it is acknowledged (`WAIT`); 0: none.
+    pub wait_replicas: u32,
+    /// Longest `WAIT` for those replicas; fewer in time fails the call (UNAVAILABLE).
+    pub wait_timeout: Duration,
 }
 
 impl Default for RedisOptions {
@@ -77,17 +92,17 @@ impl Default for RedisOptions {
             connect_timeout: Duration::from_millis(500),
             response_timeout: Duration::from_secs(1),
             call_timeout: Duration::from_secs(2),
+            wait_replicas: 0,
+            wait_timeout: Duration::from_millis(500),
         }
     }
 }
 
-/// The production store: Redis through a self-healing connection manager.
+/// The production store: Redis through self-healing connections.
 #[derive(Clone)]
 pub struct RedisStore {
-    /// Opens the dedicated pub/sub connections.
-    client: redis::Client,
-    /// Multiplexed command connection; reconnects by itself after failures.
-    conn: ConnectionManager,
+    /// The node, cluster or Sentinel-found master, with its connections.
+    backend: Arc<Backend>,
     options: RedisOptions,
 }
 
@@ -106,59 +121,72 @@ impl RedisStore {
         Self::connect_with(url, RedisOptions::default()).await
     }
 
-    /// Connects to `url` with the given timeouts; fails if the server does not answer.
+    /// Connects to `url` (any form [`RedisTarget`] reads) with the given options; fails if the
+    /// server does not answer.
     pub async fn connect_with(url: &str, options: RedisOptions) -> StoreResult<Self> {
-        let client = redis::Client::open(url)
+        let target = RedisTarget::parse(url)
             .map_err(|e| StoreError::Unavailable(format!("invalid redis url: {e}")))?;
-        // Few, short retries: a call waits for the reconnection, and must fail within
-        // `call_timeout`; the next call starts a new attempt anyway.
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(options.connect_timeout))
-            .set_response_timeout(Some(options.response_timeout))
-            .set_number_of_retries(2)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(250));
-        let conn = with_deadline(
-            options.call_timeout,
-            ConnectionManager::new_with_config(client.clone(), config),
-        )
-        .await
-        .map_err(store_err)?;
+        let backend = Backend::connect(&target, &options).await?;
         let store = Self {
-            client,
-            conn,
+            backend: Arc::new(backend),
             options,
         };
-        threads::backfill_listings(&store).await?;
+        // Cluster keyspaces never held threads from before the listings (and SCAN has no single
+        // route on a cluster).
+        if !store.backend.is_cluster() {
+            threads::backfill_listings(&store).await?;
+        }
         Ok(store)
     }
 
-    /// Runs one command or script on the shared connection within the call timeout.
-    async fn call<T, F, Fut>(&self, op: F) -> RedisResult<T>
+    /// Runs one command or script within the call timeout; a write waits for replicas when the
+    /// store is set to.
+    async fn call<T, F, Fut>(&self, writes: bool, op: F) -> RedisResult<T>
     where
-        F: Fn(ConnectionManager) -> Fut,
+        F: Fn(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         let attempt = async {
-            match op(self.conn.clone()).await {
+            if writes && let Some(node) = self.backend.waiting_node() {
+                return node.run_waited(&op).await;
+            }
+            match op(self.backend.conn()).await {
                 // A refused connection means the command never left this process, so one retry
                 // is safe; it lets the first call after a server restart succeed.
-                Err(e) if e.is_connection_refusal() => op(self.conn.clone()).await,
+                Err(e) if e.is_connection_refusal() => op(self.backend.conn()).await,
                 other => other,
             }
         };
-        with_deadline(self.options.call_timeout, attempt).await
+        let result = with_deadline(self.options.call_timeout, attempt).await;
+        if let Err(e) = &result {
+            self.backend.failed(e);
+        }
+        result
+    }
+
+    /// An invocation of `script` in the form for this deployment.
+    fn invoke(&self, script: &'static StoreScript) -> Invocation {
+        script.invoke(self.backend.is_cluster())
     }
 
     /// Runs a script (by hash, loading it when the server lacks it).
-    async fn eval<T: FromRedisValue>(&self, script: &ScriptInvocation<'_>) -> RedisResult<T> {
-        self.call(|mut c| async move { script.invoke_async(&mut c).await })
-            .await
+    async fn eval<T: FromRedisValue>(&self, script: &Invocation) -> RedisResult<T> {
+        self.call(script.writes, |mut c| async move {
+            script.invoke_async(&mut c).await
+        })
+        .await
     }
 
-    /// Runs a plain command.
+    /// Runs a plain command that only reads (or only publishes).
     async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> StoreResult<T> {
-        self.call(|mut c| async move { cmd.query_async(&mut c).await })
+        self.call(false, |mut c| async move { cmd.query_async(&mut c).await })
+            .await
+            .map_err(store_err)
+    }
+
+    /// Runs a plain command that writes.
+    async fn query_write<T: FromRedisValue>(&self, cmd: &Cmd) -> StoreResult<T> {
+        self.call(true, |mut c| async move { cmd.query_async(&mut c).await })
             .await
             .map_err(store_err)
     }
@@ -172,19 +200,18 @@ impl RedisStore {
         if pipe.is_empty() {
             return Ok(T::default());
         }
-        self.call(|mut c| async move { pipe.query_async(&mut c).await })
+        self.call(false, |mut c| async move { pipe.query_async(&mut c).await })
             .await
             .map_err(store_err)
     }
 
-    /// Opens a dedicated pub/sub connection subscribed to `channel` (confirmed by the server).
-    async fn subscribe(&self, channel: &str) -> StoreResult<PubSubStream> {
-        let open = async {
-            let mut pubsub = self.client.get_async_pubsub().await?;
-            pubsub.subscribe(channel).await?;
-            Ok(pubsub.into_on_message())
-        };
-        with_deadline(self.options.call_timeout, open)
+    /// Subscribes to `channel` (confirmed by the server): its payloads, then an error when the
+    /// subscription is lost.
+    async fn subscribe(
+        &self,
+        channel: &str,
+    ) -> StoreResult<BoxStream<'static, StoreResult<Bytes>>> {
+        with_deadline(self.options.call_timeout, self.backend.subscribe(channel))
             .await
             .map_err(store_err)
     }
@@ -215,7 +242,7 @@ impl Store for RedisStore {
         last_messages: usize,
         docs: &[&str],
     ) -> StoreResult<ThreadView> {
-        let mut script = LOAD_THREAD.prepare_invoke();
+        let mut script = self.invoke(&LOAD_THREAD);
         script
             .key(thread_key(&key.thread_id, "meta"))
             .key(thread_key(&key.thread_id, "msgs"));
@@ -235,7 +262,7 @@ impl Store for RedisStore {
     }
 
     async fn get_doc(&self, key: &ThreadKey, kind: &str) -> StoreResult<Option<Versioned>> {
-        let mut script = GET_DOC.prepare_invoke();
+        let mut script = self.invoke(&GET_DOC);
         script
             .key(thread_key(&key.thread_id, "meta"))
             .key(doc_key(&key.thread_id, kind))
@@ -251,18 +278,19 @@ impl Store for RedisStore {
         expected: u64,
         value: Bytes,
     ) -> StoreResult<Cas> {
-        let mut script = CAS_DOC.prepare_invoke();
+        let mut script = self.invoke(&CAS_DOC);
+        let [by_created, by_updated] = self.listing_keys(key);
         script
             .key(thread_key(&key.thread_id, "meta"))
             .key(doc_key(&key.thread_id, kind))
-            .key(listing_key(&key.resource_id, ThreadOrder::Created))
-            .key(listing_key(&key.resource_id, ThreadOrder::Updated))
+            .key(by_created)
+            .key(by_updated)
             .arg(&key.resource_id)
             .arg(expected)
             .arg(value.as_ref())
             .arg(watch_channel(key, kind))
             .arg(&key.thread_id);
-        decode_cas(self.eval(&script).await.map_err(thread_err(key))?)
+        decode_cas(self.eval_thread(&script, key).await?)
     }
 
     async fn watch_doc(
@@ -283,7 +311,7 @@ impl Store for RedisStore {
         thread_meta: Option<Bytes>,
         messages: Vec<Bytes>,
     ) -> StoreResult<u64> {
-        let mut script = threads::messages_write(&APPEND_MESSAGES, key);
+        let mut script = self.messages_write(&APPEND_MESSAGES, key);
         match &thread_meta {
             Some(meta) => script.arg("1").arg(meta.as_ref()),
             None => script.arg("0").arg(""),
@@ -291,7 +319,7 @@ impl Store for RedisStore {
         for message in &messages {
             script.arg(message.as_ref());
         }
-        self.eval(&script).await.map_err(thread_err(key))
+        self.eval_thread(&script, key).await
     }
 
     async fn get_run(&self, run_id: &str) -> StoreResult<Option<Versioned>> {
@@ -310,7 +338,7 @@ impl Store for RedisStore {
         value: Bytes,
         ttl: Duration,
     ) -> StoreResult<Cas> {
-        let mut script = CAS_RUN.prepare_invoke();
+        let mut script = self.invoke(&CAS_RUN);
         script
             .key(run_key(run_id, "run"))
             .arg(expected)
@@ -360,7 +388,7 @@ impl Store for RedisStore {
         value: Bytes,
         ttl: Duration,
     ) -> StoreResult<Option<Bytes>> {
-        let mut script = CLAIM_KEY.prepare_invoke();
+        let mut script = self.invoke(&CLAIM_KEY);
         script
             .key(format!("agentd:{{k:{}}}:idem", esc(key)))
             .arg(value.as_ref())
@@ -369,7 +397,11 @@ impl Store for RedisStore {
     }
 
     async fn publish_control(&self, run_id: &str, message: Bytes) -> StoreResult<()> {
-        let mut publish = redis::cmd("PUBLISH");
+        let mut publish = redis::cmd(if self.backend.is_cluster() {
+            "SPUBLISH"
+        } else {
+            "PUBLISH"
+        });
         publish
             .arg(run_key(run_id, "control"))
             .arg(message.as_ref());
@@ -381,15 +413,13 @@ impl Store for RedisStore {
         run_id: &str,
     ) -> StoreResult<BoxStream<'static, StoreResult<Bytes>>> {
         let messages = self.subscribe(&run_key(run_id, "control")).await?;
-        Ok(payload_stream(messages, |payload| {
-            Ok(Bytes::copy_from_slice(payload))
-        }))
+        Ok(messages)
     }
 
     async fn index_set(&self, index: &str, member: &str, present: bool) -> StoreResult<()> {
         let mut update = redis::cmd(if present { "SADD" } else { "SREM" });
         update.arg(index_key(index)).arg(member);
-        self.query(&update).await
+        self.query_write(&update).await
     }
 
     async fn index_members(&self, index: &str) -> StoreResult<Vec<String>> {
@@ -489,7 +519,7 @@ impl Store for RedisStore {
         expected: u64,
         value: Bytes,
     ) -> StoreResult<Cas> {
-        let mut script = CAS_PLAIN.prepare_invoke();
+        let mut script = self.invoke(&CAS_PLAIN);
         script
             .key(resource_key(resource_id, &format!("doc:{}", esc(kind))))
             .arg(expected)
@@ -502,7 +532,7 @@ impl Store for RedisStore {
         del.arg(run_key(run_id, "run"))
             .arg(run_key(run_id, "log"))
             .arg(run_key(run_id, "log:z"));
-        self.query::<u64>(&del).await.map(drop)
+        self.query_write::<u64>(&del).await.map(drop)
     }
 }
 
@@ -540,18 +570,12 @@ fn store_err(e: RedisError) -> StoreError {
     }
 }
 
-/// Turns pub/sub messages into store items; the end of the connection is reported as an error
-/// so that a follower knows it may have missed messages.
+/// Decodes a subscription's payloads into store items (its closing error passes through).
 fn payload_stream<T: Send + 'static>(
-    messages: PubSubStream,
+    messages: BoxStream<'static, StoreResult<Bytes>>,
     decode: fn(&[u8]) -> StoreResult<T>,
 ) -> BoxStream<'static, StoreResult<T>> {
     messages
-        .map(move |msg| decode(msg.get_payload_bytes()))
-        .chain(stream::once(async {
-            Err(StoreError::Unavailable(
-                "redis subscription connection closed".into(),
-            ))
-        }))
+        .map(move |item| item.and_then(|payload| decode(&payload)))
         .boxed()
 }

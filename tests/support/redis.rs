@@ -6,10 +6,13 @@
 //! redis.stop();          // outage: connections refused
 //! redis.start_again();   // same port, empty data set
 //! redis.pause();         // a hung server: connected, silent (SIGSTOP); `resume()` undoes it
+//!
+//! let cluster = RedisCluster::start(3, 0);  // 3 masters joined by `redis-cli --cluster create`
+//! let sentinel = SentinelSet::start();     // master, replica and a Sentinel watching them
 //! ```
 //!
-//! The binary is `$REDIS_SERVER`, else `redis-server` from `PATH`, else `/usr/bin/redis-server`.
-//! A missing binary panics: Redis tests must never be skipped silently.
+//! The binaries are `$REDIS_SERVER` / `$REDIS_CLI` / `$REDIS_SENTINEL`, else found on `PATH`,
+//! else in `/usr/bin`. A missing binary panics: Redis tests must never be skipped silently.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
@@ -29,27 +32,41 @@ pub struct RedisServer {
     port: u16,
     dir: TempDir,
     child: Option<Child>,
+    /// Extra `redis-server` arguments (kept for `start_again`).
+    args: Vec<String>,
 }
 
 impl RedisServer {
     /// Starts a server on a free port and waits until it answers PING.
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with extra `redis-server` arguments.
+    pub fn start_with(args: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("cannot create a temp dir for redis-server");
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         let mut last_error = String::new();
         for _ in 0..PORT_ATTEMPTS {
             let port = free_port();
-            match spawn_ready(port, &dir) {
+            match spawn_ready(port, &dir, &args) {
                 Ok(child) => {
                     return Self {
                         port,
                         dir,
                         child: Some(child),
+                        args,
                     };
                 }
                 Err(e) => last_error = e,
             }
         }
         panic!("redis-server did not start after {PORT_ATTEMPTS} attempts: {last_error}");
+    }
+
+    /// Runs `redis-cli` against this server and returns what it printed.
+    pub fn cli(&self, args: &[&str]) -> String {
+        cli(self.port, args)
     }
 
     /// The URL for `RedisStore::connect`.
@@ -95,7 +112,7 @@ impl RedisServer {
         // The old socket may linger briefly; retry until the port is free again.
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
-            match spawn_ready(self.port, &self.dir) {
+            match spawn_ready(self.port, &self.dir, &self.args) {
                 Ok(child) => {
                     self.child = Some(child);
                     return;
@@ -116,17 +133,34 @@ impl Drop for RedisServer {
     }
 }
 
-/// The binary to run.
-fn binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("REDIS_SERVER") {
+/// A Redis binary: `$<env>`, else `name` on `PATH`, else `/usr/bin/<name>`.
+fn binary_named(env: &str, name: &str) -> PathBuf {
+    if let Some(path) = std::env::var_os(env) {
         return path.into();
     }
     let on_path = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
-            .map(|dir| dir.join("redis-server"))
+            .map(|dir| dir.join(name))
             .find(|candidate| candidate.is_file())
     });
-    on_path.unwrap_or_else(|| "/usr/bin/redis-server".into())
+    on_path.unwrap_or_else(|| PathBuf::from("/usr/bin").join(name))
+}
+
+/// The server binary.
+fn binary() -> PathBuf {
+    binary_named("REDIS_SERVER", "redis-server")
+}
+
+/// Runs `redis-cli -p <port> <args>` and returns its output; a failure to run it panics.
+pub fn cli(port: u16, args: &[&str]) -> String {
+    let binary = binary_named("REDIS_CLI", "redis-cli");
+    let output = Command::new(&binary)
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", binary.display()));
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 /// Asks the OS for a port that is free right now.
@@ -138,12 +172,13 @@ fn free_port() -> u16 {
 }
 
 /// Spawns redis-server on `port` and waits for PONG; on failure kills it and returns its log.
-fn spawn_ready(port: u16, dir: &TempDir) -> Result<Child, String> {
+fn spawn_ready(port: u16, dir: &TempDir, args: &[String]) -> Result<Child, String> {
     let binary = binary();
     let log = dir.path().join(format!("redis-{port}.log"));
     let spawned = Command::new(&binary)
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
         .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+        .args(args)
         .arg("--dir")
         .arg(dir.path())
         .arg("--logfile")
@@ -187,4 +222,242 @@ fn ping(port: u16) -> bool {
     stream.write_all(b"PING\r\n").is_ok()
         && stream.read_exact(&mut reply).is_ok()
         && &reply == b"+PONG\r\n"
+}
+
+/// How long a new cluster or a failover may take to settle.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Polls `probe` every 50 ms until it holds; panics with `what` after `limit`.
+fn wait_until(limit: Duration, what: &str, mut probe: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !probe() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A private Redis Cluster: masters (and replicas) on free ports, joined by
+/// `redis-cli --cluster create`, killed on drop.
+pub struct RedisCluster {
+    nodes: Vec<RedisServer>,
+    masters: usize,
+}
+
+impl RedisCluster {
+    /// Starts `masters` masters with `replicas` replicas each and waits until every node
+    /// reports the cluster ok.
+    pub fn start(masters: usize, replicas: usize) -> Self {
+        let nodes: Vec<RedisServer> = (0..masters * (1 + replicas))
+            .map(|_| {
+                RedisServer::start_with(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-node-timeout",
+                    "2000",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                ])
+            })
+            .collect();
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|node| format!("127.0.0.1:{}", node.port()))
+            .collect();
+        let mut args = vec!["--cluster", "create"];
+        args.extend(addresses.iter().map(String::as_str));
+        let replicas_arg = replicas.to_string();
+        args.extend(["--cluster-replicas", &replicas_arg, "--cluster-yes"]);
+        let out = nodes[0].cli(&args);
+        assert!(
+            out.contains("[OK] All 16384 slots covered"),
+            "cluster create failed:\n{out}"
+        );
+        let cluster = Self { nodes, masters };
+        cluster.wait_ok();
+        cluster
+    }
+
+    /// Waits until every node says `cluster_state:ok` and agrees on the slots.
+    pub fn wait_ok(&self) {
+        wait_until(SETTLE_TIMEOUT, "the cluster to be ok", || {
+            self.nodes
+                .iter()
+                .all(|node| node.cli(&["cluster", "info"]).contains("cluster_state:ok"))
+                && self.nodes[0]
+                    .cli(&[
+                        "--cluster",
+                        "check",
+                        &format!("127.0.0.1:{}", self.nodes[0].port()),
+                    ])
+                    .contains("[OK] All nodes agree about slots configuration")
+        });
+    }
+
+    /// The `store.url` of the cluster (every master as a seed).
+    pub fn url(&self) -> String {
+        let seeds: Vec<String> = self.nodes[..self.masters]
+            .iter()
+            .map(|node| format!("127.0.0.1:{}", node.port()))
+            .collect();
+        format!("redis+cluster://{}", seeds.join(","))
+    }
+
+    /// The nodes, masters first as created.
+    pub fn nodes(&self) -> &[RedisServer] {
+        &self.nodes
+    }
+
+    /// Moves `slots` slots from master `from` to master `to` with `redis-cli --cluster
+    /// reshard` (keys migrate while clients keep working), then waits for the cluster to agree.
+    pub fn reshard(&self, from: usize, to: usize, slots: usize) {
+        let id = |i: usize| self.nodes[i].cli(&["cluster", "myid"]).trim().to_owned();
+        let (from_id, to_id) = (id(from), id(to));
+        let seed = format!("127.0.0.1:{}", self.nodes[0].port());
+        let slots = slots.to_string();
+        let out = self.nodes[0].cli(&[
+            "--cluster",
+            "reshard",
+            &seed,
+            "--cluster-from",
+            &from_id,
+            "--cluster-to",
+            &to_id,
+            "--cluster-slots",
+            &slots,
+            "--cluster-pipeline",
+            "10",
+            "--cluster-yes",
+        ]);
+        assert!(!out.contains("[ERR]"), "reshard failed:\n{out}");
+        self.wait_ok();
+    }
+
+    /// How many keys the whole cluster holds.
+    pub fn key_count(&self) -> u64 {
+        self.nodes[..self.masters]
+            .iter()
+            .map(|node| node.cli(&["dbsize"]).trim().parse::<u64>().unwrap_or(0))
+            .sum()
+    }
+}
+
+/// The name the Sentinel set's master is monitored under.
+pub const SENTINEL_MASTER: &str = "agentd-test";
+
+/// A master, its replica and a Sentinel watching them (quorum 1, down after 500 ms), killed
+/// on drop.
+pub struct SentinelSet {
+    master: RedisServer,
+    replica: RedisServer,
+    sentinel_port: u16,
+    sentinel: Option<Child>,
+    _dir: TempDir,
+}
+
+impl SentinelSet {
+    /// Starts the three and waits until the replica is in sync and the Sentinel knows it.
+    pub fn start() -> Self {
+        let master = RedisServer::start();
+        let master_port = master.port().to_string();
+        let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &master_port]);
+        wait_until(SETTLE_TIMEOUT, "the replica to sync", || {
+            master
+                .cli(&["info", "replication"])
+                .contains("state=online")
+        });
+        let dir = tempfile::tempdir().expect("cannot create a temp dir for redis-sentinel");
+        let sentinel_port = free_port();
+        let config = dir.path().join("sentinel.conf");
+        std::fs::write(
+            &config,
+            format!(
+                "port {sentinel_port}\nbind 127.0.0.1\nprotected-mode no\ndir {dir}\n\
+                 logfile {dir}/sentinel.log\n\
+                 sentinel monitor {SENTINEL_MASTER} 127.0.0.1 {master_port} 1\n\
+                 sentinel down-after-milliseconds {SENTINEL_MASTER} 500\n\
+                 sentinel failover-timeout {SENTINEL_MASTER} 5000\n",
+                dir = dir.path().display(),
+            ),
+        )
+        .expect("cannot write sentinel.conf");
+        let binary = binary_named("REDIS_SENTINEL", "redis-sentinel");
+        let sentinel = Command::new(&binary)
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot run {}: {e}; install it (apt-get install redis-sentinel) or set \
+                     REDIS_SENTINEL; Sentinel tests cannot run without it",
+                    binary.display()
+                )
+            });
+        let set = Self {
+            master,
+            replica,
+            sentinel_port,
+            sentinel: Some(sentinel),
+            _dir: dir,
+        };
+        wait_until(SETTLE_TIMEOUT, "the Sentinel to know the replica", || {
+            cli(
+                set.sentinel_port,
+                &["sentinel", "replicas", SENTINEL_MASTER],
+            )
+            .contains(&set.replica.port().to_string())
+        });
+        set
+    }
+
+    /// The `store.url` of the set.
+    pub fn url(&self) -> String {
+        format!(
+            "redis+sentinel://127.0.0.1:{}/{SENTINEL_MASTER}",
+            self.sentinel_port
+        )
+    }
+
+    /// The port the Sentinel names as master now.
+    pub fn master_port(&self) -> Option<u16> {
+        let out = cli(
+            self.sentinel_port,
+            &["sentinel", "get-master-addr-by-name", SENTINEL_MASTER],
+        );
+        out.lines().nth(1)?.trim().parse().ok()
+    }
+
+    /// The original master (killed by [`Self::kill_master`]).
+    pub fn master(&self) -> &RedisServer {
+        &self.master
+    }
+
+    /// The original replica (the master after a failover).
+    pub fn replica(&self) -> &RedisServer {
+        &self.replica
+    }
+
+    /// Kills the master and waits until the Sentinel has promoted the replica.
+    pub fn kill_master(&mut self) {
+        self.master.stop();
+        let promoted = self.replica.port();
+        wait_until(
+            SETTLE_TIMEOUT,
+            "the Sentinel to promote the replica",
+            || {
+                self.master_port() == Some(promoted)
+                    && self.replica.cli(&["role"]).starts_with("master")
+            },
+        );
+    }
+}
+
+impl Drop for SentinelSet {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.sentinel.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }

@@ -14,9 +14,9 @@
 
 use std::sync::LazyLock;
 
-use redis::Script;
-
-use super::{RedisStore, encode_numbered, run_key, script, split_numbered, store_err, ttl_ms};
+use super::{
+    RedisStore, StoreScript, encode_numbered, run_key, script, split_numbered, store_err, ttl_ms,
+};
 use crate::store::{LogEntry, LogLimits, StoreError, StoreResult};
 
 /// zstd's level for sealed logs: its fast end (a finished 2-step log of ~10 KB compresses in
@@ -24,12 +24,12 @@ use crate::store::{LogEntry, LogLimits, StoreError, StoreResult};
 const LEVEL: i32 = 3;
 
 /// KEYS: log, sealed; ARGV: max chunks, ttl_ms, channel, entries… → appends and publishes.
-static APPEND: LazyLock<Script> = LazyLock::new(|| {
+static APPEND: LazyLock<StoreScript> = LazyLock::new(|| {
     script(
         r#"
 for i = 4, #ARGV do
   redis.call('RPUSH', KEYS[1], ARGV[i])
-  redis.call('PUBLISH', ARGV[3], ARGV[i])
+  publish(ARGV[3], ARGV[i])
 end
 if ARGV[1] == '0' then
   redis.call('DEL', KEYS[1], KEYS[2])
@@ -44,11 +44,11 @@ return 1
 
 /// KEYS: log, sealed; ARGV: ttl_ms, channel, sealed value (empty: none), entries… → publishes
 /// the entries, stores the sealed value in place of the list.
-static SEAL: LazyLock<Script> = LazyLock::new(|| {
+static SEAL: LazyLock<StoreScript> = LazyLock::new(|| {
     script(
         r#"
 for i = 4, #ARGV do
-  redis.call('PUBLISH', ARGV[2], ARGV[i])
+  publish(ARGV[2], ARGV[i])
 end
 redis.call('DEL', KEYS[1])
 if ARGV[3] == '' then
@@ -69,7 +69,7 @@ impl RedisStore {
         chunks: Vec<LogEntry>,
         limits: LogLimits,
     ) -> StoreResult<()> {
-        let mut script = APPEND.prepare_invoke();
+        let mut script = self.invoke(&APPEND);
         script
             .key(run_key(run_id, "log"))
             .key(run_key(run_id, "log:z"))
@@ -96,7 +96,7 @@ impl RedisStore {
         } else {
             seal(&whole[keep..])?
         };
-        let mut script = SEAL.prepare_invoke();
+        let mut script = self.invoke(&SEAL);
         script
             .key(run_key(run_id, "log"))
             .key(run_key(run_id, "log:z"))

@@ -1,9 +1,16 @@
 //! The Lua scripts of the Redis store: a shared prelude (ownership, thread touch, versioned
 //! compare-and-set) and one script per atomic operation of runs, documents and messages.
+//!
+//! Each script exists in two forms that differ only in their prelude's last helpers. On one
+//! node a thread script also keeps the resource's thread listings current, and notifications
+//! are `PUBLISH`ed. On a cluster the listings live in another slot, which a script must not
+//! touch: there `touch_thread` and `unlist` only record the change, `reply` returns it beside
+//! the result (`{result, change, now}`), and the store applies it to the listings in a second
+//! call on the resource's slot; notifications are `SPUBLISH`ed on the keys' own shard.
 
 use std::sync::LazyLock;
 
-use redis::Script;
+use redis::{Script, ScriptInvocation};
 
 /// Helpers shared by every script (prepended to each body).
 const PRELUDE: &str = r#"
@@ -15,16 +22,6 @@ end
 local function may_use(meta, resource)
   local owner = redis.call('HGET', meta, 'owner')
   return (not owner) or owner == resource, owner
-end
--- Creates the thread for `resource` when absent; bumps updated_ms; keeps the resource's
--- listings (by creation, by update) current.
-local function touch_thread(meta, resource, now, by_created, by_updated, thread)
-  if redis.call('HSETNX', meta, 'owner', resource) == 1 then
-    redis.call('HSET', meta, 'created_ms', now)
-    redis.call('ZADD', by_created, now, thread)
-  end
-  redis.call('HSET', meta, 'updated_ms', now)
-  redis.call('ZADD', by_updated, now, thread)
 end
 -- The newest `n` (a decimal string) messages, oldest first, skipping deleted ones (empty
 -- strings: positions never move).
@@ -63,9 +60,49 @@ local function cas_versioned(key, expected, value, now)
 end
 "#;
 
+/// The last helpers on one node: listings updated in place, plain pub/sub.
+const NODE_PRELUDE: &str = r#"
+local function publish(channel, message) redis.call('PUBLISH', channel, message) end
+-- Creates the thread for `resource` when absent; bumps updated_ms; keeps the resource's
+-- listings (by creation, by update) current.
+local function touch_thread(meta, resource, now, by_created, by_updated, thread)
+  if redis.call('HSETNX', meta, 'owner', resource) == 1 then
+    redis.call('HSET', meta, 'created_ms', now)
+    redis.call('ZADD', by_created, now, thread)
+  end
+  redis.call('HSET', meta, 'updated_ms', now)
+  redis.call('ZADD', by_updated, now, thread)
+end
+-- Removes the thread from the resource's listings.
+local function unlist(by_created, by_updated, thread)
+  redis.call('ZREM', by_created, thread)
+  redis.call('ZREM', by_updated, thread)
+end
+local function reply(result) return result end
+"#;
+
+/// The last helpers on a cluster: listing changes recorded for the caller, sharded pub/sub.
+const CLUSTER_PRELUDE: &str = r#"
+local function publish(channel, message) redis.call('SPUBLISH', channel, message) end
+-- '' none, 'c' created (list by creation and update), 'u' updated, 'd' removed.
+local listing, listed_at = '', 0
+local function touch_thread(meta, resource, now, by_created, by_updated, thread)
+  if redis.call('HSETNX', meta, 'owner', resource) == 1 then
+    redis.call('HSET', meta, 'created_ms', now)
+    listing = 'c'
+  elseif listing == '' then
+    listing = 'u'
+  end
+  redis.call('HSET', meta, 'updated_ms', now)
+  listed_at = now
+end
+local function unlist(by_created, by_updated, thread) listing = 'd' end
+local function reply(result) return {result, listing, listed_at} end
+"#;
+
 /// KEYS: meta, msgs, docs…; ARGV: resource, last_messages → {exists, msgs, docs}.
-pub(super) static LOAD_THREAD: LazyLock<Script> = LazyLock::new(|| {
-    script(
+pub(super) static LOAD_THREAD: LazyLock<StoreScript> = LazyLock::new(|| {
+    read_script(
         r#"
 local ok, owner = may_use(KEYS[1], ARGV[1])
 if not ok then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
@@ -79,8 +116,8 @@ return {owner and 1 or 0, msgs, docs}
 });
 
 /// KEYS: meta, doc; ARGV: resource → {v, value} or nil.
-pub(super) static GET_DOC: LazyLock<Script> = LazyLock::new(|| {
-    script(
+pub(super) static GET_DOC: LazyLock<StoreScript> = LazyLock::new(|| {
+    read_script(
         r#"
 if not may_use(KEYS[1], ARGV[1]) then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
 return read_versioned(KEYS[2])
@@ -90,7 +127,7 @@ return read_versioned(KEYS[2])
 
 /// KEYS: meta, doc, by_created, by_updated; ARGV: resource, expected, value, channel, thread
 /// → CAS reply.
-pub(super) static CAS_DOC: LazyLock<Script> = LazyLock::new(|| {
+pub(super) static CAS_DOC: LazyLock<StoreScript> = LazyLock::new(|| {
     script(
         r#"
 if not may_use(KEYS[1], ARGV[1]) then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
@@ -98,16 +135,16 @@ local now = now_ms()
 local res = cas_versioned(KEYS[2], ARGV[2], ARGV[3], now)
 if res[1] == 1 then
   touch_thread(KEYS[1], ARGV[1], now, KEYS[3], KEYS[4], ARGV[5])
-  redis.call('PUBLISH', ARGV[4], res[2] .. ':' .. ARGV[3])
+  publish(ARGV[4], res[2] .. ':' .. ARGV[3])
 end
-return res
+return reply(res)
 "#,
     )
 });
 
 /// KEYS: meta, msgs, by_created, by_updated; ARGV: resource, thread, has_meta ('1'/'0'), meta,
 /// messages… → the position of the first message appended.
-pub(super) static APPEND_MESSAGES: LazyLock<Script> = LazyLock::new(|| {
+pub(super) static APPEND_MESSAGES: LazyLock<StoreScript> = LazyLock::new(|| {
     script(
         r#"
 if not may_use(KEYS[1], ARGV[1]) then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
@@ -115,13 +152,13 @@ touch_thread(KEYS[1], ARGV[1], now_ms(), KEYS[3], KEYS[4], ARGV[2])
 if ARGV[3] == '1' then redis.call('HSET', KEYS[1], 'meta', ARGV[4]) end
 local first = redis.call('LLEN', KEYS[2])
 for i = 5, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
-return first
+return reply(first)
 "#,
     )
 });
 
 /// KEYS: run; ARGV: expected, value, ttl_ms → CAS reply.
-pub(super) static CAS_RUN: LazyLock<Script> = LazyLock::new(|| {
+pub(super) static CAS_RUN: LazyLock<StoreScript> = LazyLock::new(|| {
     script(
         r#"
 local res = cas_versioned(KEYS[1], ARGV[1], ARGV[2], now_ms())
@@ -132,11 +169,11 @@ return res
 });
 
 /// KEYS: doc; ARGV: expected, value → CAS reply (a document without expiry).
-pub(super) static CAS_PLAIN: LazyLock<Script> =
+pub(super) static CAS_PLAIN: LazyLock<StoreScript> =
     LazyLock::new(|| script("return cas_versioned(KEYS[1], ARGV[1], ARGV[2], now_ms())"));
 
 /// KEYS: key; ARGV: value, ttl_ms → the first claimer's value, or nil when claimed now.
-pub(super) static CLAIM_KEY: LazyLock<Script> = LazyLock::new(|| {
+pub(super) static CLAIM_KEY: LazyLock<StoreScript> = LazyLock::new(|| {
     script(
         r#"
 local cur = redis.call('GET', KEYS[1])
@@ -147,7 +184,58 @@ return false
     )
 });
 
-/// Builds a script from the shared prelude and a body.
-pub(super) fn script(body: &str) -> Script {
-    Script::new(&format!("{PRELUDE}{body}"))
+/// A script in its two forms, and whether it writes (a write may wait for replicas).
+pub(super) struct StoreScript {
+    node: Script,
+    cluster: Script,
+    writes: bool,
+}
+
+impl StoreScript {
+    /// An invocation of the form for a cluster or for one node.
+    pub(super) fn invoke(&'static self, cluster: bool) -> Invocation {
+        let script = if cluster { &self.cluster } else { &self.node };
+        Invocation {
+            inner: script.prepare_invoke(),
+            writes: self.writes,
+        }
+    }
+}
+
+/// A script invocation being built: keys and arguments through `Deref` to redis-rs's own.
+pub(super) struct Invocation {
+    inner: ScriptInvocation<'static>,
+    /// Whether the script writes.
+    pub(super) writes: bool,
+}
+
+impl std::ops::Deref for Invocation {
+    type Target = ScriptInvocation<'static>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.inner
+    }
+}
+
+impl std::ops::DerefMut for Invocation {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.inner
+    }
+}
+
+/// Builds a script that writes from the shared prelude and a body.
+pub(super) fn script(body: &str) -> StoreScript {
+    StoreScript {
+        node: Script::new(&format!("{PRELUDE}{NODE_PRELUDE}{body}")),
+        cluster: Script::new(&format!("{PRELUDE}{CLUSTER_PRELUDE}{body}")),
+        writes: true,
+    }
+}
+
+/// Builds a script that only reads.
+pub(super) fn read_script(body: &str) -> StoreScript {
+    StoreScript {
+        writes: false,
+        ..script(body)
+    }
 }

@@ -4,17 +4,21 @@
 use std::sync::LazyLock;
 
 use bytes::Bytes;
-use redis::{Script, ScriptInvocation, Value};
+use redis::{FromRedisValue, Value};
+use tracing::warn;
 
-use super::{RedisStore, doc_key, listing_key, script, store_err, thread_err, thread_key};
+use super::{
+    Invocation, RedisStore, StoreScript, doc_key, listing_key, read_script, script, store_err,
+    thread_err, thread_key,
+};
 use crate::store::{
     MessageQuery, StoreError, StoreResult, StoredMessage, ThreadCursor, ThreadInfo, ThreadKey,
     ThreadOrder,
 };
 
 /// KEYS: meta, msgs; ARGV: resource → false, or {created_ms, updated_ms, count, meta|false}.
-static GET_THREAD: LazyLock<Script> = LazyLock::new(|| {
-    script(
+static GET_THREAD: LazyLock<StoreScript> = LazyLock::new(|| {
+    read_script(
         r#"
 local ok, owner = may_use(KEYS[1], ARGV[1])
 if not ok then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
@@ -28,29 +32,29 @@ return {f[1] or '0', f[2] or '0', count, f[3]}
 
 /// KEYS: meta, by_created, by_updated; ARGV: resource, thread, has_expected, expected, meta
 /// → 0 absent, 1 written, 2 changed meanwhile.
-static CAS_META: LazyLock<Script> = LazyLock::new(|| {
+static CAS_META: LazyLock<StoreScript> = LazyLock::new(|| {
     script(
         r#"
 local ok, owner = may_use(KEYS[1], ARGV[1])
 if not ok then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
-if not owner then return 0 end
+if not owner then return reply(0) end
 local cur = redis.call('HGET', KEYS[1], 'meta')
 if ARGV[3] == '1' then
-  if cur ~= ARGV[4] then return 2 end
+  if cur ~= ARGV[4] then return reply(2) end
 elseif cur then
-  return 2
+  return reply(2)
 end
 redis.call('HSET', KEYS[1], 'meta', ARGV[5])
 touch_thread(KEYS[1], ARGV[1], now_ms(), KEYS[2], KEYS[3], ARGV[2])
-return 1
+return reply(1)
 "#,
     )
 });
 
 /// KEYS: listing; ARGV: limit, has_cursor, time_ms, thread → {thread, …} newest first.
 /// Ties of one millisecond are ordered by id, descending (ZREVRANGEBYSCORE's order).
-static LIST_PAGE: LazyLock<Script> = LazyLock::new(|| {
-    script(
+static LIST_PAGE: LazyLock<StoreScript> = LazyLock::new(|| {
+    read_script(
         r#"
 local limit = tonumber(ARGV[1])
 if ARGV[2] == '0' then return redis.call('ZREVRANGE', KEYS[1], 0, limit - 1) end
@@ -69,8 +73,8 @@ return out
 
 /// KEYS: meta, msgs; ARGV: resource, from, to, limit, newest ('1'/'0') → false when absent,
 /// else {position, bytes, …} in the order asked.
-static READ_MESSAGES: LazyLock<Script> = LazyLock::new(|| {
-    script(
+static READ_MESSAGES: LazyLock<StoreScript> = LazyLock::new(|| {
+    read_script(
         r#"
 local ok, owner = may_use(KEYS[1], ARGV[1])
 if not ok then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
@@ -102,12 +106,12 @@ return out
 });
 
 /// KEYS: meta, msgs, by_created, by_updated; ARGV: resource, thread, positions… → removed.
-static DELETE_MESSAGES: LazyLock<Script> = LazyLock::new(|| {
+static DELETE_MESSAGES: LazyLock<StoreScript> = LazyLock::new(|| {
     script(
         r#"
 local ok, owner = may_use(KEYS[1], ARGV[1])
 if not ok then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
-if not owner then return 0 end
+if not owner then return reply(0) end
 local len = redis.call('LLEN', KEYS[2])
 local removed = 0
 for i = 3, #ARGV do
@@ -124,44 +128,121 @@ if removed > 0 then
   redis.call('HINCRBY', KEYS[1], 'deleted', removed)
   touch_thread(KEYS[1], ARGV[1], now_ms(), KEYS[3], KEYS[4], ARGV[2])
 end
-return removed
+return reply(removed)
 "#,
     )
 });
 
 /// KEYS: meta, msgs, by_created, by_updated, docs…; ARGV: resource, thread → 0 absent / 1.
-static DELETE_THREAD: LazyLock<Script> = LazyLock::new(|| {
+static DELETE_THREAD: LazyLock<StoreScript> = LazyLock::new(|| {
     script(
         r#"
 local ok, owner = may_use(KEYS[1], ARGV[1])
 if not ok then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
-if not owner then return 0 end
+if not owner then return reply(0) end
 for i = 5, #KEYS do redis.call('DEL', KEYS[i]) end
 redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('ZREM', KEYS[3], ARGV[2])
-redis.call('ZREM', KEYS[4], ARGV[2])
-return 1
+unlist(KEYS[3], KEYS[4], ARGV[2])
+return reply(1)
 "#,
     )
 });
 
-/// A script that changes a thread's messages, with its first keys (meta, msgs, the resource's
-/// two listings) and arguments (resource, thread) in place; callers add the rest.
-pub(super) fn messages_write<'a>(script: &'a Script, key: &ThreadKey) -> ScriptInvocation<'a> {
-    let mut invocation = script.prepare_invoke();
-    invocation
-        .key(thread_key(&key.thread_id, "meta"))
-        .key(thread_key(&key.thread_id, "msgs"))
-        .key(listing_key(&key.resource_id, ThreadOrder::Created))
-        .key(listing_key(&key.resource_id, ThreadOrder::Updated))
-        .arg(&key.resource_id)
-        .arg(&key.thread_id);
-    invocation
+impl RedisStore {
+    /// A script that changes a thread's messages, with its first keys (meta, msgs, the two
+    /// listing keys) and arguments (resource, thread) in place; callers add the rest.
+    pub(super) fn messages_write(
+        &self,
+        script: &'static StoreScript,
+        key: &ThreadKey,
+    ) -> Invocation {
+        let mut invocation = self.invoke(script);
+        let [by_created, by_updated] = self.listing_keys(key);
+        invocation
+            .key(thread_key(&key.thread_id, "meta"))
+            .key(thread_key(&key.thread_id, "msgs"))
+            .key(by_created)
+            .key(by_updated)
+            .arg(&key.resource_id)
+            .arg(&key.thread_id);
+        invocation
+    }
+
+    /// The listing keys a thread script is given: the resource's listings on one node; on a
+    /// cluster, where the script only reports the change, the thread's meta key again (a
+    /// script's keys share one slot, and the key positions stay those of one node).
+    pub(super) fn listing_keys(&self, key: &ThreadKey) -> [String; 2] {
+        if self.backend.is_cluster() {
+            let meta = thread_key(&key.thread_id, "meta");
+            [meta.clone(), meta]
+        } else {
+            [
+                listing_key(&key.resource_id, ThreadOrder::Created),
+                listing_key(&key.resource_id, ThreadOrder::Updated),
+            ]
+        }
+    }
+
+    /// Runs a script that may change the thread's place in its resource's listings; on a
+    /// cluster, applies the change it reports.
+    pub(super) async fn eval_thread<T: FromRedisValue>(
+        &self,
+        invocation: &Invocation,
+        key: &ThreadKey,
+    ) -> StoreResult<T> {
+        if !self.backend.is_cluster() {
+            return self.eval(invocation).await.map_err(thread_err(key));
+        }
+        let (result, change, at): (Value, String, u64) =
+            self.eval(invocation).await.map_err(thread_err(key))?;
+        self.apply_listing(key, &change, at).await;
+        redis::from_redis_value_ref(&result)
+            .map_err(|e| StoreError::Corrupt(format!("thread {}: {e}", key.thread_id)))
+    }
+
+    /// Applies a thread script's listing change on the resource's slot, with the script's own
+    /// time, so that listing scores equal the thread's timestamps (the cursors rely on it).
+    ///
+    /// The thread's write is done and acknowledged whatever happens here: if this call fails,
+    /// the listing is one change stale until the thread's next write (a stale entry is skipped
+    /// when listed; `GT` keeps a late update from moving a thread back in time).
+    async fn apply_listing(&self, key: &ThreadKey, change: &str, at: u64) {
+        let by_created = listing_key(&key.resource_id, ThreadOrder::Created);
+        let by_updated = listing_key(&key.resource_id, ThreadOrder::Updated);
+        let mut pipe = redis::pipe();
+        match change {
+            "c" => {
+                pipe.zadd(&by_created, &key.thread_id, at).ignore();
+                pipe.cmd("ZADD")
+                    .arg(&by_updated)
+                    .arg("GT")
+                    .arg(at)
+                    .arg(&key.thread_id)
+                    .ignore();
+            }
+            "u" => {
+                pipe.cmd("ZADD")
+                    .arg(&by_updated)
+                    .arg("GT")
+                    .arg(at)
+                    .arg(&key.thread_id)
+                    .ignore();
+            }
+            "d" => {
+                pipe.zrem(&by_created, &key.thread_id).ignore();
+                pipe.zrem(&by_updated, &key.thread_id).ignore();
+            }
+            _ => return,
+        }
+        if let Err(e) = self.query_pipe::<()>(&pipe).await {
+            warn!(error = %e, thread = %key.thread_id, "updating the thread listing failed; it is repaired by the thread's next write");
+        }
+    }
 }
 
 /// A thread's summary, ownership checked.
 pub(super) async fn get(store: &RedisStore, key: &ThreadKey) -> StoreResult<Option<ThreadInfo>> {
-    let mut invocation = GET_THREAD.prepare_invoke();
+    let mut invocation = store.invoke(&GET_THREAD);
     invocation
         .key(thread_key(&key.thread_id, "meta"))
         .key(thread_key(&key.thread_id, "msgs"))
@@ -187,11 +268,12 @@ pub(super) async fn cas_meta(
     expected: Option<Bytes>,
     meta: Bytes,
 ) -> StoreResult<Option<bool>> {
-    let mut invocation = CAS_META.prepare_invoke();
+    let mut invocation = store.invoke(&CAS_META);
+    let [by_created, by_updated] = store.listing_keys(key);
     invocation
         .key(thread_key(&key.thread_id, "meta"))
-        .key(listing_key(&key.resource_id, ThreadOrder::Created))
-        .key(listing_key(&key.resource_id, ThreadOrder::Updated))
+        .key(by_created)
+        .key(by_updated)
         .arg(&key.resource_id)
         .arg(&key.thread_id);
     match &expected {
@@ -199,7 +281,7 @@ pub(super) async fn cas_meta(
         None => invocation.arg("0").arg(""),
     };
     invocation.arg(meta.as_ref());
-    let outcome: u8 = store.eval(&invocation).await.map_err(thread_err(key))?;
+    let outcome: u8 = store.eval_thread(&invocation, key).await?;
     Ok(match outcome {
         0 => None,
         1 => Some(true),
@@ -219,7 +301,7 @@ pub(super) async fn list(
     if limit == 0 {
         return Ok(Vec::new());
     }
-    let mut invocation = LIST_PAGE.prepare_invoke();
+    let mut invocation = store.invoke(&LIST_PAGE);
     invocation
         .key(listing_key(resource_id, order))
         .arg(limit.min(i64::MAX as usize));
@@ -231,18 +313,21 @@ pub(super) async fn list(
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let mut pipe = redis::pipe();
-    for id in &ids {
-        pipe.cmd("HMGET")
-            .arg(thread_key(id, "meta"))
-            .arg("owner")
-            .arg("created_ms")
-            .arg("updated_ms")
-            .arg("meta")
-            .arg("deleted");
-        pipe.cmd("LLEN").arg(thread_key(id, "msgs"));
-    }
-    let replies: Vec<Value> = store.query_pipe(&pipe).await?;
+    let replies: Vec<Value> = if store.backend.is_cluster() {
+        // A pipeline must stay in one slot on a cluster (redis-rs does not split it by node):
+        // one per thread, all at once.
+        let pipes: Vec<redis::Pipeline> = ids.iter().map(|id| summaries(&[id])).collect();
+        let each = pipes
+            .iter()
+            .map(|pipe| store.query_pipe::<Vec<Value>>(pipe));
+        futures::future::try_join_all(each)
+            .await?
+            .into_iter()
+            .flatten()
+            .collect()
+    } else {
+        store.query_pipe(&summaries(&ids)).await?
+    };
     type Fields = (
         Option<String>,
         Option<u64>,
@@ -275,13 +360,29 @@ pub(super) async fn list(
     Ok(out)
 }
 
+/// A pipeline reading the summaries of `ids`: per thread its meta fields, then its length.
+fn summaries(ids: &[impl AsRef<str>]) -> redis::Pipeline {
+    let mut pipe = redis::pipe();
+    for id in ids {
+        pipe.cmd("HMGET")
+            .arg(thread_key(id.as_ref(), "meta"))
+            .arg("owner")
+            .arg("created_ms")
+            .arg("updated_ms")
+            .arg("meta")
+            .arg("deleted");
+        pipe.cmd("LLEN").arg(thread_key(id.as_ref(), "msgs"));
+    }
+    pipe
+}
+
 /// Messages of a thread by position.
 pub(super) async fn read_messages(
     store: &RedisStore,
     key: &ThreadKey,
     query: MessageQuery,
 ) -> StoreResult<Option<Vec<StoredMessage>>> {
-    let mut invocation = READ_MESSAGES.prepare_invoke();
+    let mut invocation = store.invoke(&READ_MESSAGES);
     invocation
         .key(thread_key(&key.thread_id, "meta"))
         .key(thread_key(&key.thread_id, "msgs"))
@@ -314,11 +415,11 @@ pub(super) async fn delete_messages(
     key: &ThreadKey,
     positions: Vec<u64>,
 ) -> StoreResult<u64> {
-    let mut invocation = messages_write(&DELETE_MESSAGES, key);
+    let mut invocation = store.messages_write(&DELETE_MESSAGES, key);
     for position in positions {
         invocation.arg(position.min(i64::MAX as u64));
     }
-    store.eval(&invocation).await.map_err(thread_err(key))
+    store.eval_thread(&invocation, key).await
 }
 
 /// Deletes a thread with its messages, the named documents and its listing entries.
@@ -327,11 +428,11 @@ pub(super) async fn delete(
     key: &ThreadKey,
     docs: &[&str],
 ) -> StoreResult<bool> {
-    let mut invocation = messages_write(&DELETE_THREAD, key);
+    let mut invocation = store.messages_write(&DELETE_THREAD, key);
     for kind in docs {
         invocation.key(doc_key(&key.thread_id, kind));
     }
-    let existed: u8 = store.eval(&invocation).await.map_err(thread_err(key))?;
+    let existed: u8 = store.eval_thread(&invocation, key).await?;
     Ok(existed == 1)
 }
 

@@ -14,13 +14,12 @@
 use std::sync::LazyLock;
 
 use bytes::Bytes;
-use redis::Script;
 
-use super::{RedisStore, esc, script, split_numbered, store_err};
+use super::{RedisStore, StoreScript, esc, read_script, script, split_numbered, store_err};
 use crate::store::{StoreError, StoreResult, VectorBatch, VectorEntry};
 
 /// KEYS: head, log, thread indexes…; ARGV: (thread key index, position, entry) triples.
-static APPEND: LazyLock<Script> = LazyLock::new(|| {
+static APPEND: LazyLock<StoreScript> = LazyLock::new(|| {
     script(
         r#"
 local seq = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
@@ -44,8 +43,8 @@ return 1
 });
 
 /// KEYS: head, log; ARGV: after, limit → {epoch, seq, members}.
-static READ: LazyLock<Script> = LazyLock::new(|| {
-    script(
+static READ: LazyLock<StoreScript> = LazyLock::new(|| {
+    read_script(
         r#"
 local head = redis.call('HMGET', KEYS[1], 'epoch', 'seq')
 local members = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], '+inf', 'LIMIT', 0, ARGV[2])
@@ -55,7 +54,7 @@ return {head[1] or '0', head[2] or '0', members}
 });
 
 /// KEYS: head, log, thread index; ARGV: positions (none: the whole thread) → deleted count.
-static DELETE: LazyLock<Script> = LazyLock::new(|| {
+static DELETE: LazyLock<StoreScript> = LazyLock::new(|| {
     script(
         r#"
 local seqs = {}
@@ -87,7 +86,7 @@ pub(super) async fn append(
     if entries.is_empty() {
         return Ok(());
     }
-    let mut invocation = APPEND.prepare_invoke();
+    let mut invocation = store.invoke(&APPEND);
     invocation
         .key(key(resource_id, "head"))
         .key(key(resource_id, "log"));
@@ -117,7 +116,7 @@ pub(super) async fn read(
     after: u64,
     limit: usize,
 ) -> StoreResult<VectorBatch> {
-    let mut invocation = READ.prepare_invoke();
+    let mut invocation = store.invoke(&READ);
     invocation
         .key(key(resource_id, "head"))
         .key(key(resource_id, "log"))
@@ -149,7 +148,7 @@ pub(super) async fn delete(
     if positions.is_some_and(<[u64]>::is_empty) {
         return Ok(0);
     }
-    let mut invocation = DELETE.prepare_invoke();
+    let mut invocation = store.invoke(&DELETE);
     invocation
         .key(key(resource_id, "head"))
         .key(key(resource_id, "log"))
