@@ -11,7 +11,7 @@ use agentd::pb;
 use agentd::pb::chunk::Payload;
 use futures::StreamExt;
 use serde_json::{Value, json};
-use support::redis::RedisServer;
+use support::redis::Deployment;
 use tonic::Code;
 use tonic_types::StatusExt;
 
@@ -543,9 +543,9 @@ async fn cancelling_the_rpc_closes_the_model_connection_and_records_abort() {
     server.stop().await.expect("stop");
 }
 
-#[tokio::test]
-async fn observe_on_another_replica_gets_every_chunk_once_and_abort_works_anywhere() {
-    let redis = RedisServer::start();
+async fn observe_on_another_replica_gets_every_chunk_once_and_abort_works_anywhere(
+    redis: Deployment,
+) {
     let mock = MockOpenAi::start().await.expect("mock");
     mock.push(MockReply::Slow {
         text: "one two three four five six".into(),
@@ -921,3 +921,5 @@ async fn shutdown_lets_detached_runs_finish_within_grace_and_aborts_the_rest() {
     );
     server.stop().await.expect("stop");
 }
+
+on_each_redis!(observe_on_another_replica_gets_every_chunk_once_and_abort_works_anywhere,);

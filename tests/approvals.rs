@@ -13,7 +13,7 @@ use agentd::pb::approval_service_client::ApprovalServiceClient;
 use agentd::pb::chunk::Payload;
 use agentd::server::RunningServer;
 use serde_json::{Value, json};
-use support::redis::RedisServer;
+use support::redis::Deployment;
 use tonic::Code;
 use tonic::transport::Channel;
 
@@ -134,9 +134,7 @@ fn tool_messages(mock: &MockOpenAi, request: usize) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
-async fn suspend_on_a_stop_a_approve_on_b() {
-    let redis = RedisServer::start();
+async fn suspend_on_a_stop_a_approve_on_b(redis: Deployment) {
     let effect = SideEffect::start().await;
     let mock = MockOpenAi::start().await.expect("mock");
     mock.push(MockReply::ToolCalls(vec![act(1)]));
@@ -397,9 +395,7 @@ async fn two_calls_in_one_step_decided_in_either_order_then_a_second_step() {
     server.stop().await.expect("stop");
 }
 
-#[tokio::test]
-async fn racing_approvals_on_two_replicas_one_wins() {
-    let redis = RedisServer::start();
+async fn racing_approvals_on_two_replicas_one_wins(redis: Deployment) {
     let effect = SideEffect::start().await;
     let mock = MockOpenAi::start().await.expect("mock");
     mock.push(MockReply::ToolCalls(vec![act(9)]));
@@ -706,3 +702,8 @@ async fn auto_resume_answers_a_client_tool_with_the_next_message_but_never_an_ap
     assert_eq!(effect.calls(), 0, "the approval is still pending");
     server.stop().await.expect("stop");
 }
+
+on_each_redis!(
+    suspend_on_a_stop_a_approve_on_b,
+    racing_approvals_on_two_replicas_one_wins,
+);

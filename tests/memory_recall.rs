@@ -12,7 +12,7 @@ use agentd::memory::recall::format_other_threads;
 use agentd::model::{MockOpenAi, MockReply};
 use agentd::pb;
 use serde_json::Value;
-use support::redis::RedisServer;
+use support::redis::Deployment;
 use tonic::Code;
 
 const AGENTS: &str = r#"
@@ -34,7 +34,7 @@ model = "mock/chat"
 struct Backend {
     url: String,
     dir: tempfile::TempDir,
-    _redis: Option<RedisServer>,
+    _redis: Option<Deployment>,
 }
 
 impl Backend {
@@ -46,8 +46,7 @@ impl Backend {
         }
     }
 
-    fn redis() -> Self {
-        let redis = RedisServer::start();
+    fn redis(redis: Deployment) -> Self {
         Self {
             url: redis.url(),
             dir: tempfile::tempdir().expect("temp dir"),
@@ -56,8 +55,8 @@ impl Backend {
     }
 }
 
-/// Runs each case on the embedded store and on a private redis-server.
-macro_rules! on_both_stores {
+/// Runs each case on the embedded store, on a private redis-server and on a Redis Cluster.
+macro_rules! on_every_store {
     ($($case:ident),* $(,)?) => {
         mod on_embedded {
             $(
@@ -71,14 +70,22 @@ macro_rules! on_both_stores {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $case() {
-                    super::$case(super::Backend::redis()).await;
+                    super::$case(super::Backend::redis(super::Deployment::node())).await;
+                }
+            )*
+        }
+        mod on_redis_cluster {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(super::Backend::redis(super::Deployment::cluster())).await;
                 }
             )*
         }
     };
 }
 
-on_both_stores!(
+on_every_store!(
     same_thread_hits_come_back_as_history_with_their_range,
     other_threads_hits_become_one_system_message_and_thread_scope_keeps_them_out,
     embedding_failure_fails_the_run_and_saves_nothing,

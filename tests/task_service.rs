@@ -10,7 +10,7 @@ use agentd::pb::task_service_client::TaskServiceClient;
 use agentd::server::RunningServer;
 use futures::StreamExt;
 use serde_json::{Value, json};
-use support::redis::RedisServer;
+use support::redis::{Deployment, RedisServer};
 use tonic::Code;
 use tonic::transport::Channel;
 use tonic_types::StatusExt;
@@ -435,10 +435,8 @@ async fn embedded_lists_survive_a_restart() {
     server.stop().await.expect("clean stop");
 }
 
-#[tokio::test]
-async fn concurrent_updates_on_two_replicas_all_survive() {
+async fn concurrent_updates_on_two_replicas_all_survive(redis: Deployment) {
     const N: usize = 64;
-    let redis = RedisServer::start();
     let a = support::start_redis(&redis.url()).await;
     let b = support::start_redis(&redis.url()).await;
     let (thread_id, resource_id) = (support::unique("t"), support::unique("r"));
@@ -496,9 +494,7 @@ async fn concurrent_updates_on_two_replicas_all_survive() {
     b.stop().await.expect("stop b");
 }
 
-#[tokio::test]
-async fn watch_sees_writes_from_another_replica() {
-    let redis = RedisServer::start();
+async fn watch_sees_writes_from_another_replica(redis: Deployment) {
     let a = support::start_redis(&redis.url()).await;
     let b = support::start_redis(&redis.url()).await;
     let (thread_id, resource_id) = (support::unique("t"), support::unique("r"));
@@ -535,3 +531,8 @@ async fn watch_sees_writes_from_another_replica() {
     a.stop().await.expect("stop a");
     b.stop().await.expect("stop b");
 }
+
+on_each_redis!(
+    concurrent_updates_on_two_replicas_all_survive,
+    watch_sees_writes_from_another_replica,
+);

@@ -12,7 +12,7 @@ use agentd::pb;
 use agentd::pb::thread_service_client::ThreadServiceClient;
 use agentd::server::RunningServer;
 use serde_json::{Value, json};
-use support::redis::RedisServer;
+use support::redis::Deployment;
 use tonic::Code;
 use tonic::transport::Channel;
 use tonic_types::StatusExt;
@@ -58,18 +58,18 @@ schema = { type = "object", properties = { name = { type = "string" }, city = { 
 struct Env {
     server: RunningServer,
     mock: MockOpenAi,
-    redis: Option<RedisServer>,
+    redis: Option<Deployment>,
     _dir: tempfile::TempDir,
 }
 
 impl Env {
-    async fn start(redis: bool) -> Self {
+    async fn start(redis: Option<fn() -> Deployment>) -> Self {
         let mock = MockOpenAi::start().await.expect("mock");
         let dir = tempfile::tempdir().expect("temp dir");
-        let redis = redis.then(RedisServer::start);
+        let redis = redis.map(|start| start());
         let url = redis
             .as_ref()
-            .map_or("embedded".to_owned(), RedisServer::url);
+            .map_or("embedded".to_owned(), Deployment::url);
         let config = support::agent_config(&mock, AGENTS, &url, dir.path());
         let server = support::start(config).await;
         Self {
@@ -104,43 +104,44 @@ impl Env {
         let Some(redis) = &self.redis else {
             return Vec::new();
         };
-        let client = redis::Client::open(redis.url()).expect("redis url");
-        let mut conn = client
-            .get_multiplexed_async_connection()
-            .await
-            .expect("redis connection");
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg("*")
-            .query_async(&mut conn)
-            .await
-            .expect("KEYS");
+        let keys = redis.keys();
         keys.into_iter().filter(|k| k.contains(needle)).collect()
     }
 }
 
-/// Runs each case on the embedded store and on Redis.
-macro_rules! on_both_stores {
+/// Runs each case on the embedded store, on one Redis server and on a Redis Cluster.
+macro_rules! on_every_store {
     ($($case:ident),* $(,)?) => {
         mod on_embedded {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $case() {
-                    super::$case(super::Env::start(false).await).await;
+                    super::$case(super::Env::start(None).await).await;
                 }
             )*
         }
         mod on_redis {
+            use super::Deployment;
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $case() {
-                    super::$case(super::Env::start(true).await).await;
+                    super::$case(super::Env::start(Some(Deployment::node)).await).await;
+                }
+            )*
+        }
+        mod on_redis_cluster {
+            use super::Deployment;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(super::Env::start(Some(Deployment::cluster)).await).await;
                 }
             )*
         }
     };
 }
 
-on_both_stores!(
+on_every_store!(
     threads_list_page_update_and_read_back,
     messages_page_exactly_once_and_delete_by_id,
     delete_thread_leaves_nothing_behind,

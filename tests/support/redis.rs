@@ -461,3 +461,71 @@ impl Drop for SentinelSet {
         }
     }
 }
+
+/// A Redis deployment that a test's agentd replicas share: one server or a 3-master cluster.
+pub enum Deployment {
+    /// One `redis-server`.
+    Node(RedisServer),
+    /// A Redis Cluster of three masters.
+    Cluster(RedisCluster),
+}
+
+impl Deployment {
+    /// One server.
+    pub fn node() -> Self {
+        Self::Node(RedisServer::start())
+    }
+
+    /// A 3-master cluster.
+    pub fn cluster() -> Self {
+        Self::Cluster(RedisCluster::start(3, 0))
+    }
+
+    /// The `store.url` of the deployment.
+    pub fn url(&self) -> String {
+        match self {
+            Self::Node(server) => server.url(),
+            Self::Cluster(cluster) => cluster.url(),
+        }
+    }
+
+    /// Every key the deployment holds (from each master of a cluster).
+    pub fn keys(&self) -> Vec<String> {
+        let nodes = match self {
+            Self::Node(server) => std::slice::from_ref(server),
+            Self::Cluster(cluster) => &cluster.nodes[..cluster.masters],
+        };
+        nodes
+            .iter()
+            .flat_map(|node| {
+                // Not a terminal: redis-cli prints one raw key per line.
+                node.cli(&["keys", "*"])
+                    .lines()
+                    .filter(|line| !line.is_empty())
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+}
+
+/// Runs each listed `async fn case(redis: Deployment)` on one server (`case::node`) and on a
+/// cluster (`case::cluster`).
+#[macro_export]
+macro_rules! on_each_redis {
+    ($($case:ident),* $(,)?) => {
+        $(
+            mod $case {
+                #[tokio::test]
+                async fn node() {
+                    super::$case($crate::support::redis::Deployment::node()).await;
+                }
+
+                #[tokio::test]
+                async fn cluster() {
+                    super::$case($crate::support::redis::Deployment::cluster()).await;
+                }
+            }
+        )*
+    };
+}
