@@ -6,6 +6,7 @@
 pub mod otlp;
 pub mod redis;
 pub mod span_tree;
+pub mod writers;
 
 use std::path::Path;
 use std::time::Duration;

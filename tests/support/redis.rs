@@ -438,9 +438,45 @@ impl SentinelSet {
         &self.replica
     }
 
+    /// Starts the killed master again on its port as a replica of the new master (what Sentinel
+    /// itself does, but only after the instance has been up for 8 s and at its next 10 s INFO
+    /// poll), and waits until it has synced.
+    pub fn restart_old_master_as_replica(&mut self) {
+        let new_master = self.replica.port().to_string();
+        self.master.args = vec!["--replicaof".into(), "127.0.0.1".into(), new_master];
+        self.master.start_again();
+        let old = self.master.port().to_string();
+        wait_until(
+            SETTLE_TIMEOUT,
+            "the old master to rejoin as a replica",
+            || {
+                let info = self.replica.cli(&["info", "replication"]);
+                info.contains(&format!("port={old},state=online"))
+            },
+        );
+    }
+
+    /// Opens a replication loss window, then kills the master in it: the replica is frozen and
+    /// its link dropped, so for `lag` the master acknowledges writes no replica has; then the
+    /// master dies and the replica (frozen for less than Sentinel's down-after, so it stays
+    /// eligible) is promoted without them.
+    pub fn kill_master_while_replica_lags(&mut self, lag: Duration) {
+        self.replica.pause();
+        self.master.cli(&["client", "kill", "type", "replica"]);
+        std::thread::sleep(lag);
+        self.master.stop();
+        self.replica.resume();
+        self.wait_promoted();
+    }
+
     /// Kills the master and waits until the Sentinel has promoted the replica.
     pub fn kill_master(&mut self) {
         self.master.stop();
+        self.wait_promoted();
+    }
+
+    /// Waits until the Sentinel names the replica as master and it says so itself.
+    fn wait_promoted(&self) {
         let promoted = self.replica.port();
         wait_until(
             SETTLE_TIMEOUT,

@@ -1,0 +1,164 @@
+//! agentd on a Redis Cluster while it changes under load: two replicas keep writing task lists
+//! (each write a thread of its own, so they land in every slot) while `redis-cli --cluster
+//! reshard` moves every slot of one master to another (keys migrate slot by slot, clients follow
+//! MOVED and ASK). Nothing acknowledged may be lost, the listing must still list every thread,
+//! and a Watch on a moving thread must either see its new value or end UNAVAILABLE (never go
+//! silent).
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use agentd::pb;
+use agentd::pb::thread_service_client::ThreadServiceClient;
+use futures::StreamExt;
+use support::redis::RedisCluster;
+use support::writers;
+
+/// Writers at once.
+const WRITERS: usize = 16;
+/// Slots of the first master of a fresh 3-master cluster (0..=5460).
+const FIRST_MASTER_SLOTS: usize = 5461;
+
+/// A thread id whose keys live on the first master when `on_first` (else elsewhere).
+fn thread_on(cluster: &RedisCluster, on_first: bool) -> String {
+    loop {
+        let id = support::unique("t");
+        let slot: usize = cluster.nodes()[0]
+            .cli(&["cluster", "keyslot", &format!("agentd:{{t:{id}}}:meta")])
+            .trim()
+            .parse()
+            .expect("a slot number");
+        if (slot < FIRST_MASTER_SLOTS) == on_first {
+            return id;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_migration_under_load_loses_no_acknowledged_write() {
+    let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3, 0))
+        .await
+        .expect("cluster");
+    let a = support::start_redis(&cluster.url()).await;
+    let b = support::start_redis(&cluster.url()).await;
+    let resource = support::unique("r");
+    let prefixes: Vec<String> = (0..WRITERS).map(|_| support::unique("w")).collect();
+    // A watched thread on the master whose slots all move, written once the move is over.
+    let watched = thread_on(&cluster, true);
+    let mut watch = support::tasks_client(&b)
+        .await
+        .watch(pb::WatchRequest {
+            thread_id: watched.clone(),
+            resource_id: resource.clone(),
+        })
+        .await
+        .expect("watch")
+        .into_inner();
+    watch.next().await.expect("first").expect("ok");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients = vec![
+        support::tasks_client(&a).await,
+        support::tasks_client(&b).await,
+    ];
+    let handles = writers::spawn(clients, prefixes, resource.clone(), stop.clone());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let cluster = tokio::task::spawn_blocking(move || {
+        cluster.reshard(0, 1, FIRST_MASTER_SLOTS);
+        cluster
+    })
+    .await
+    .expect("reshard");
+    // Writes go on against the new layout for a while.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut done = Vec::new();
+    for handle in handles {
+        done.push(handle.await.expect("writer"));
+    }
+
+    // Every slot and key left the first master.
+    assert_eq!(cluster.nodes()[0].cli(&["dbsize"]).trim(), "0");
+    let mut client = support::tasks_client(&a).await;
+    writers::assert_nothing_lost(&client, &resource, &done, Duration::from_secs(3)).await;
+    for writer in &done {
+        assert!(
+            writer.acked.len() >= 5,
+            "{writer:?} made too little progress"
+        );
+    }
+
+    // The watcher sees the moved thread's new value, or is told it may have missed it.
+    client
+        .write(pb::WriteRequest {
+            thread_id: watched.clone(),
+            resource_id: resource.clone(),
+            tasks: vec![pb::TaskInput {
+                id: None,
+                content: "After the move".into(),
+                status: pb::TaskStatus::Pending.into(),
+                active_form: "Moving".into(),
+            }],
+        })
+        .await
+        .expect("write after the move");
+    let seen = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(update) = watch.next().await {
+            match update {
+                Ok(update) if update.tasks.iter().any(|t| t.content == "After the move") => {
+                    return Ok(());
+                }
+                Ok(_) => {}
+                Err(status) => return Err(status.code()),
+            }
+        }
+        Err(tonic::Code::Ok)
+    })
+    .await
+    .expect("the watch neither saw the last value nor ended");
+    assert!(
+        matches!(seen, Ok(()) | Err(tonic::Code::Unavailable)),
+        "{seen:?}"
+    );
+
+    // The listings (on the resource's slot, written apart from the threads) list every thread.
+    let mut threads_client = ThreadServiceClient::new(support::channel(&b).await);
+    let mut ids = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let page = threads_client
+            .list_threads(pb::ListThreadsRequest {
+                resource_id: resource.clone(),
+                page_size: 100,
+                page_token,
+                ..Default::default()
+            })
+            .await
+            .expect("list")
+            .into_inner();
+        ids.extend(page.threads.into_iter().map(|t| t.id));
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        page_token = page.next_page_token;
+    }
+    let listed = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), listed, "a thread listed twice");
+    let mut expected: Vec<String> = done
+        .iter()
+        .flat_map(|w| w.acked.iter().map(|&n| w.thread(n)))
+        .chain([watched])
+        .collect();
+    expected.sort();
+    // Unacknowledged writes may have landed too; every acknowledged one must be listed.
+    for id in &expected {
+        assert!(ids.binary_search(id).is_ok(), "{id} is not listed");
+    }
+    a.stop().await.expect("stop a");
+    b.stop().await.expect("stop b");
+}
