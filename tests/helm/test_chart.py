@@ -8,7 +8,9 @@ every rendered object against the Kubernetes OpenAPI schemas (strict: unknown fi
 from __future__ import annotations
 
 import copy
+import os
 import re
+import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -104,6 +106,9 @@ def pod_specs(r: Rendered) -> list[tuple[str, dict[str, Any]]]:
     return specs
 
 
+# The example values files of helm/ci: each is linted, installed (dry run), rendered and validated.
+EXAMPLES = ["production-values.yaml", "cluster-values.yaml", "sentinel-values.yaml"]
+
 # Scenarios rendered and validated: name -> values.
 BUNDLED = {
     "store": {"mode": "bundled", "bundled": {"auth": {"enabled": True}}},
@@ -114,6 +119,8 @@ BUNDLED = {
 SCENARIOS: dict[str, dict[str, Any] | None] = {
     "default": None,
     "production": load_values("production-values.yaml"),
+    "cluster": load_values("cluster-values.yaml"),
+    "sentinel": load_values("sentinel-values.yaml"),
     "bundled-redis": BUNDLED,
     "bundled-redis-no-auth": {"store": {"mode": "bundled"}, "autoscaling": {"enabled": True}},
     "embedded-persistent": {
@@ -147,7 +154,7 @@ def rendered(chart) -> dict[str, Rendered]:
 # --- lint and render ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("values_file", [None, "production-values.yaml", BUNDLED])
+@pytest.mark.parametrize("values_file", [None, *EXAMPLES, BUNDLED])
 def test_lint_passes_strict(values_file):
     values = values_file if isinstance(values_file, dict) else load_values(values_file) if values_file else None
     report = helm.lint(CHART, values, strict=True, kube_version="v1.30.0", namespace=NAMESPACE)
@@ -174,6 +181,20 @@ def test_install_dry_run_with_production_values(chart):
     assert "grpcurl" in release["notes"] and "grpc.health.v1.Health/Check" in release["notes"]
 
 
+@pytest.mark.parametrize("values_file,store_line", [
+    ("cluster-values.yaml", "External Redis (Redis Cluster): rediss+cluster://redis-cluster-0."),
+    ("sentinel-values.yaml", "External Redis (Sentinel): redis+sentinel://redis-node-0."),
+])
+def test_install_dry_run_with_redis_ha_values(chart, values_file, store_line):
+    with helm.Config(storage_driver="memory", namespace=NAMESPACE) as cfg:
+        release = cfg.install(chart, RELEASE, load_values(values_file), namespace=NAMESPACE, dry_run="client")
+    kinds = {doc["kind"] for doc in yaml.safe_load_all(release["manifest"]) if doc}
+    assert {"Deployment", "Service", "ConfigMap", "PodDisruptionBudget", "NetworkPolicy", "ServiceAccount"} <= kinds
+    assert "StatefulSet" not in kinds, "an external store deploys no Redis"
+    assert store_line in release["notes"]
+    assert "$(REDIS_PASSWORD)" not in release["notes"]
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_every_manifest_validates_against_kubernetes_schemas(rendered, scenario):
     r = rendered[scenario]
@@ -196,6 +217,10 @@ def test_every_manifest_validates_against_kubernetes_schemas(rendered, scenario)
                     "HorizontalPodAutoscaler", "NetworkPolicy", "ServiceMonitor", "Pod"}),
     ("bundled-redis", {"Deployment", "Service", "ConfigMap", "ServiceAccount", "PodDisruptionBudget",
                        "StatefulSet", "NetworkPolicy", "Pod"}),
+    ("cluster", {"Deployment", "Service", "ConfigMap", "ServiceAccount", "PodDisruptionBudget",
+                 "HorizontalPodAutoscaler", "NetworkPolicy", "Pod"}),
+    ("sentinel", {"Deployment", "Service", "ConfigMap", "ServiceAccount", "PodDisruptionBudget",
+                  "NetworkPolicy", "Pod"}),
     ("embedded-persistent", {"Deployment", "Service", "ConfigMap", "ServiceAccount", "PodDisruptionBudget",
                              "PersistentVolumeClaim", "Pod"}),
 ])
@@ -364,6 +389,106 @@ def test_whole_secret_as_env_and_url_from_secret(rendered):
     assert env["AGENTD_STORE_URL"]["valueFrom"]["secretKeyRef"] == {"name": "redis-url", "key": "url"}
 
 
+def test_cluster_example_store_env(rendered):
+    env = env_of(agentd_container(rendered["cluster"]))
+    nodes = ",".join(f"redis-cluster-{i}.redis-cluster-headless.data.svc:6379" for i in range(3))
+    assert env["AGENTD_STORE_URL"]["value"] == f"rediss+cluster://agentd:$(REDIS_PASSWORD)@{nodes}"
+    assert env["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "agentd-redis", "key": "password"}
+    names = list(env)
+    assert names.index("REDIS_PASSWORD") < names.index("AGENTD_STORE_URL")
+    assert "AGENTD_STORE_WAIT_REPLICAS" not in env and "AGENTD_STORE_WAIT_TIMEOUT_MS" not in env
+    assert "StatefulSet" not in rendered["cluster"].kinds()
+
+
+def test_sentinel_example_store_env(rendered):
+    env = env_of(agentd_container(rendered["sentinel"]))
+    sentinels = ",".join(f"redis-node-{i}.redis-headless.data.svc:26379" for i in range(3))
+    assert env["AGENTD_STORE_URL"]["value"] == f"redis+sentinel://:$(REDIS_PASSWORD)@{sentinels}/mymaster/0"
+    assert env["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "agentd-redis", "key": "password"}
+    names = list(env)
+    assert names.index("REDIS_PASSWORD") < names.index("AGENTD_STORE_URL")
+    assert env["AGENTD_STORE_WAIT_REPLICAS"] == {"name": "AGENTD_STORE_WAIT_REPLICAS", "value": "1"}
+    assert env["AGENTD_STORE_WAIT_TIMEOUT_MS"] == {"name": "AGENTD_STORE_WAIT_TIMEOUT_MS", "value": "1000"}
+    assert "Every acknowledged write has reached 1 replica(s)" in rendered["sentinel"].notes
+
+
+PASSWORD = {"name": "agentd-redis", "key": "password"}
+# store.external values -> the AGENTD_STORE_URL the chart renders.
+URL_FORMS = [
+    # Redis Cluster, with and without a password (and an ACL user).
+    ({"url": "redis+cluster://h1:6379,h2:6379,h3:6379"}, "redis+cluster://h1:6379,h2:6379,h3:6379"),
+    ({"url": "redis+cluster://h1:6379,h2:6379", "passwordSecret": PASSWORD},
+     "redis+cluster://:$(REDIS_PASSWORD)@h1:6379,h2:6379"),
+    ({"url": "rediss+cluster://h1:6379,h2:6379/", "passwordSecret": PASSWORD, "username": "agentd"},
+     "rediss+cluster://agentd:$(REDIS_PASSWORD)@h1:6379,h2:6379/"),
+    ({"url": "redis+cluster://[fd00::1]:6379,[fd00::2]:6379", "passwordSecret": PASSWORD},
+     "redis+cluster://:$(REDIS_PASSWORD)@[fd00::1]:6379,[fd00::2]:6379"),
+    # Sentinel, with and without a password (and an ACL user), with and without a database.
+    ({"url": "redis+sentinel://s1:26379,s2:26379/mymaster"}, "redis+sentinel://s1:26379,s2:26379/mymaster"),
+    ({"url": "redis+sentinel://s1:26379/mymaster/0", "passwordSecret": PASSWORD, "username": "user"},
+     "redis+sentinel://user:$(REDIS_PASSWORD)@s1:26379/mymaster/0"),
+    ({"url": "rediss+sentinel://s1:26379,s2:26379,s3:26379/mymaster/3", "passwordSecret": PASSWORD},
+     "rediss+sentinel://:$(REDIS_PASSWORD)@s1:26379,s2:26379,s3:26379/mymaster/3"),
+    # One node, as before.
+    ({"url": "redis://r:6379/2", "passwordSecret": PASSWORD, "username": "agentd"},
+     "redis://agentd:$(REDIS_PASSWORD)@r:6379/2"),
+]
+
+
+@pytest.mark.parametrize("external,url", URL_FORMS)
+def test_external_store_url_for_each_form(chart, external, url):
+    env = env_of(agentd_container(render(chart, {"replicaCount": 2, "store": {"mode": "external", "external": external}})))
+    assert env["AGENTD_STORE_URL"] == {"name": "AGENTD_STORE_URL", "value": url}
+    if "passwordSecret" in external:
+        assert env["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"] == PASSWORD
+        names = list(env)
+        assert names.index("REDIS_PASSWORD") < names.index("AGENTD_STORE_URL")
+    else:
+        assert "REDIS_PASSWORD" not in env
+    assert "AGENTD_STORE_WAIT_REPLICAS" not in env and "AGENTD_STORE_WAIT_TIMEOUT_MS" not in env
+
+
+@pytest.mark.parametrize("external,wait", [
+    # Nothing by default, nor when only the timeout is set: agentd's defaults apply (no WAIT).
+    ({"url": "redis+sentinel://s1:26379/mymaster"}, None),
+    ({"url": "redis+sentinel://s1:26379/mymaster", "waitTimeoutMs": 2000}, None),
+    ({"url": "redis+cluster://h1:6379,h2:6379", "waitReplicas": 0, "waitTimeoutMs": 2000}, None),
+    # Both variables as soon as waitReplicas > 0, the timeout defaulting to 500 ms.
+    ({"url": "redis+sentinel://s1:26379,s2:26379/mymaster/1", "waitReplicas": 1}, ("1", "500")),
+    ({"url": "rediss+sentinel://s1:26379/mymaster", "passwordSecret": PASSWORD, "waitReplicas": 2,
+      "waitTimeoutMs": 60000}, ("2", "60000")),
+    ({"url": "redis://r:6379/0", "waitReplicas": 1, "waitTimeoutMs": 250}, ("1", "250")),
+    # A URL from a Secret: the chart cannot see its scheme; agentd checks it at start-up.
+    ({"urlSecret": {"name": "redis-url", "key": "url"}, "waitReplicas": 1}, ("1", "500")),
+])
+def test_wait_env_only_when_waiting_for_replicas(chart, external, wait):
+    r = render(chart, {"replicaCount": 2, "store": {"mode": "external", "external": external}})
+    env = env_of(agentd_container(r))
+    if wait is None:
+        assert "AGENTD_STORE_WAIT_REPLICAS" not in env and "AGENTD_STORE_WAIT_TIMEOUT_MS" not in env
+    else:
+        assert (env["AGENTD_STORE_WAIT_REPLICAS"]["value"], env["AGENTD_STORE_WAIT_TIMEOUT_MS"]["value"]) == wait
+        names = list(env)
+        assert names.index("AGENTD_STORE_URL") < names.index("AGENTD_STORE_WAIT_REPLICAS")
+
+
+def test_wait_values_are_ignored_without_an_external_store(chart):
+    for store in ({"mode": "bundled"}, {"mode": "embedded"}):
+        store = deep_merge(store, {"external": {"url": "redis+cluster://h1:6379", "waitReplicas": 1}})
+        env = env_of(agentd_container(render(chart, {"store": store})))
+        assert "AGENTD_STORE_WAIT_REPLICAS" not in env
+
+
+def test_notes_tell_which_external_store_and_how_writes_are_acknowledged(chart, rendered):
+    assert "External Redis (Redis Cluster): rediss+cluster://" in rendered["cluster"].notes
+    assert "External Redis (one node): redis://redis.data.svc:6379/1" in rendered["external-plain-url"].notes
+    assert "External Redis, URL from Secret redis-url (key url)." in rendered["external-url-secret"].notes
+    no_wait = render(chart, {"store": {"mode": "external", "external": {"url": "redis+sentinel://s1:26379/m"}}})
+    assert "a failover may lose the last ones" in no_wait.notes
+    assert "store.external.waitReplicas" in no_wait.notes
+    assert "a failover may lose" not in rendered["sentinel"].notes
+
+
 def test_schema_enforces_hardening(chart):
     for override in (
         {"securityContext": {"runAsNonRoot": False}},
@@ -398,7 +523,8 @@ def test_bad_values_file_is_rejected_by_the_schema(chart):
 
 def test_defaults_and_ci_values_pass_the_schema(chart):
     chart.validate_schema(chart.values)
-    chart.validate_schema(chart.merge_values(load_values("production-values.yaml")))
+    for name in EXAMPLES:
+        chart.validate_schema(chart.merge_values(load_values(name)))
 
 
 def test_every_value_is_documented():
@@ -442,10 +568,37 @@ def test_every_value_is_documented():
     {"probes": {"liveness": {"path": "/healthz"}}},
     {"secrets": {"providerKeys": [{"name": "A", "secretKey": "k", "value": "inline"}]}},
     {"networkPolicy": {"egress": {"allowAll": True}}},
+    {"store": {"external": {"sentinel": {"masterName": "mymaster"}}}},
 ])
 def test_schema_rejects_unknown_keys(chart, override):
     with pytest.raises(helm.HelmValuesError):
         chart.validate_schema(chart.merge_values(override))
+
+
+@pytest.mark.parametrize("external,where", [
+    ({"url": "redis+sentinal://s1:26379/mymaster"}, "/store/external/url"),
+    ({"url": "redis-cluster://h1:6379,h2:6379"}, "/store/external/url"),
+    ({"url": "h1:6379"}, "/store/external/url"),
+    ({"waitReplicas": -1}, "/store/external/waitReplicas"),
+    ({"waitReplicas": "1"}, "/store/external/waitReplicas"),
+    ({"waitReplicas": 1.5}, "/store/external/waitReplicas"),
+    ({"waitTimeoutMs": 0}, "/store/external/waitTimeoutMs"),
+    ({"waitTimeoutMs": 60001}, "/store/external/waitTimeoutMs"),
+])
+def test_schema_rejects_bad_external_store_values(chart, external, where):
+    with pytest.raises(helm.HelmValuesError) as err:
+        chart.render({"store": {"mode": "external", "external": external}}, name=RELEASE, namespace=NAMESPACE)
+    assert where in str(err.value)
+
+
+@pytest.mark.parametrize("external", [
+    {"url": "rediss+cluster://h1:6379"},
+    {"url": "rediss+sentinel://s1:26379/mymaster/15"},
+    {"url": "redis+sentinel://s1:26379/mymaster", "waitReplicas": 2, "waitTimeoutMs": 60000},
+    {"url": "redis://h:6379/0", "waitReplicas": 1, "waitTimeoutMs": 1},
+])
+def test_schema_accepts_the_store_url_forms_and_wait_bounds(chart, external):
+    chart.validate_schema(chart.merge_values({"store": {"mode": "external", "external": external}}))
 
 
 # --- store --------------------------------------------------------------------------------------
@@ -530,11 +683,38 @@ def test_embedded_store_is_single_writer(rendered):
     ({"store": {"mode": "bundled", "bundled": {"auth": {"enabled": True}}}}, "store.bundled.auth.enabled needs a Secret"),
     ({"store": {"mode": "external", "external": {"url": "redis://r:6379"}}, "persistence": {"enabled": True},
       "replicaCount": 3}, "ReadWriteOnce"),
+    # Redis Cluster: WAIT is refused, and so is a database, a path, a query or a host without a port.
+    ({"store": {"mode": "external", "external": {"url": "redis+cluster://h1:6379,h2:6379", "waitReplicas": 1}}},
+     "store.external.waitReplicas=1 is not supported with a redis+cluster:// URL"),
+    ({"store": {"mode": "external", "external": {"url": "rediss+cluster://h1:6379", "waitReplicas": 2,
+                                                 "passwordSecret": {"name": "s", "key": "k"}}}},
+     "store.external.waitReplicas=2 is not supported with a redis+cluster:// URL"),
+    ({"store": {"mode": "external", "external": {"url": "redis+cluster://h1:6379,h2:6379/0"}}},
+     "a redis+cluster:// URL lists seed nodes as host:port"),
+    ({"store": {"mode": "external", "external": {"url": "redis+cluster://h1:6379?read_from_replicas=true"}}},
+     "a redis+cluster:// URL lists seed nodes as host:port"),
+    ({"store": {"mode": "external", "external": {"url": "redis+cluster://h1,h2:6379"}}},
+     "a redis+cluster:// URL lists seed nodes as host:port"),
+    ({"store": {"mode": "external", "external": {"url": "redis+cluster://u:pw@h1:6379,h2:6379"}}},
+     "must not carry credentials"),
+    ({"store": {"mode": "external", "external": {"url": "redis+sentinel://:pw@s1:26379/mymaster",
+                                                 "passwordSecret": {"name": "s", "key": "k"}}}},
+     "must not carry credentials"),
+    # Sentinel: the master name is required, the database is a number, nothing after it.
+    ({"store": {"mode": "external", "external": {"url": "redis+sentinel://s1:26379,s2:26379"}}},
+     "a redis+sentinel:// URL lists the Sentinels as host:port"),
+    ({"store": {"mode": "external", "external": {"url": "redis+sentinel://s1:26379/mymaster/zero"}}},
+     "a redis+sentinel:// URL lists the Sentinels as host:port"),
+    ({"store": {"mode": "external", "external": {"url": "redis+sentinel://s1:26379/mymaster/0/1"}}},
+     "a redis+sentinel:// URL lists the Sentinels as host:port"),
+    ({"store": {"mode": "external", "external": {"url": "redis+sentinel://s1/mymaster"}}},
+     "a redis+sentinel:// URL lists the Sentinels as host:port"),
 ])
 def test_inconsistent_values_fail_with_a_clear_message(chart, override, needle):
     with pytest.raises(helm.HelmRenderError) as err:
         chart.render(override, name=RELEASE, namespace=NAMESPACE)
     assert needle in str(err.value)
+    assert ":pw@" not in str(err.value), "a message must not echo a password"
 
 
 # --- config rollout -----------------------------------------------------------------------------
@@ -729,3 +909,75 @@ def test_rendered_config_is_accepted_by_agentd(rendered, scenario, tmp_path):
         [binary, "--check-config", "--config", str(config)], env=env, capture_output=True, text=True
     )
     assert checked.returncode == 0, checked.stderr
+
+
+# --- the store env as agentd reads it -----------------------------------------------------------
+
+
+def agentd_check_config(rendered_env: dict[str, dict[str, Any]], tmp_path: Path) -> subprocess.CompletedProcess:
+    """`agentd --check-config` with the chart's default agents config and the AGENTD_STORE_* env vars
+    of a render, each $(VAR) expanded as the kubelet does (a stand-in for a value from a Secret)."""
+    binary = os.environ.get("AGENTD_BIN", str(ROOT / "target" / "debug" / "agentd"))
+    assert os.path.exists(binary), f"{binary} is missing: run `cargo build` first (scripts/test.sh does)"
+    config = tmp_path / "agentd.toml"
+    config.write_text(yaml.safe_load((CHART / "values.yaml").read_text())["agentd"]["config"])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
+    env["OPENAI_API_KEY"] = "stand-in-key"
+    stand_ins = {name: "stand-in-password" for name, e in rendered_env.items() if "valueFrom" in e}
+    for name, e in rendered_env.items():
+        if name.startswith("AGENTD_STORE_") and "value" in e:
+            env[name] = re.sub(r"\$\((\w+)\)", lambda m: stand_ins[m.group(1)], e["value"])
+    return subprocess.run([binary, "--check-config", "--config", str(config)], env=env, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("scenario", ["production", "cluster", "sentinel", "external-plain-url", "bundled-redis"])
+def test_rendered_store_env_is_accepted_by_agentd(rendered, scenario, tmp_path):
+    env = env_of(agentd_container(rendered[scenario]))
+    assert "AGENTD_STORE_URL" in env
+    checked = agentd_check_config(env, tmp_path)
+    assert checked.returncode == 0, checked.stderr
+
+
+@pytest.mark.parametrize("external", [external for external, _ in URL_FORMS] + [
+    {"url": "redis+sentinel://s1:26379/mymaster", "passwordSecret": PASSWORD, "waitReplicas": 2, "waitTimeoutMs": 60000},
+])
+def test_every_store_url_form_is_accepted_by_agentd(chart, external, tmp_path):
+    env = env_of(agentd_container(render(chart, {"replicaCount": 2, "store": {"mode": "external", "external": external}})))
+    checked = agentd_check_config(env, tmp_path)
+    assert checked.returncode == 0, checked.stderr
+
+
+@pytest.mark.parametrize("external", [
+    # Accepted by both.
+    {"url": "redis+cluster://a:7000,b:7001"},
+    {"url": "rediss+cluster://a:7000/"},
+    {"url": "redis+sentinel://s1:26379,s2:26379/mymaster"},
+    {"url": "rediss+sentinel://s1:26379/my-master.prod/15/"},
+    {"url": "redis+sentinel://s1:26379/mymaster", "waitReplicas": 1},
+    # Refused by both: the chart at render time, agentd at start-up.
+    {"url": "redis+cluster://a"},
+    {"url": "redis+cluster://a:7000,b"},
+    {"url": "redis+cluster://a:7000/0"},
+    {"url": "redis+cluster://a:7000?read_from_replicas=true"},
+    {"url": "redis+cluster://a:7000,b:7001", "waitReplicas": 1},
+    {"url": "redis+sentinel://s1:26379"},
+    {"url": "redis+sentinel://s1:26379/"},
+    {"url": "redis+sentinel://s1:26379?x=1"},
+    {"url": "redis+sentinel://s1:26379/mymaster/x"},
+    {"url": "redis+sentinel://s1:26379/mymaster/1/2"},
+    {"url": "redis+sentinel://s1/mymaster"},
+])
+def test_the_chart_refuses_the_store_urls_agentd_refuses(chart, external, tmp_path):
+    """The render-time checks mirror agentd's own: a URL the chart lets through starts, and a URL
+    agentd would refuse (CrashLoopBackOff) is refused by `helm install` instead."""
+    values = {"replicaCount": 2, "store": {"mode": "external", "external": external}}
+    try:
+        env = env_of(agentd_container(render(chart, values)))
+        rendered_ok = True
+    except helm.HelmRenderError:
+        rendered_ok = False
+        env = {"AGENTD_STORE_URL": {"name": "AGENTD_STORE_URL", "value": external["url"]}}
+        if external.get("waitReplicas"):
+            env["AGENTD_STORE_WAIT_REPLICAS"] = {"name": "AGENTD_STORE_WAIT_REPLICAS", "value": str(external["waitReplicas"])}
+    checked = agentd_check_config(env, tmp_path)
+    assert rendered_ok == (checked.returncode == 0), (rendered_ok, checked.stderr)

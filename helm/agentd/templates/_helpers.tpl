@@ -145,19 +145,35 @@ Deployment so that every render runs them.
 {{- if eq $mode "external" }}
 {{- $ext := .Values.store.external }}
 {{- if and (not $ext.url) (not $ext.urlSecret.name) }}
-{{- fail "store.mode=external needs store.external.url (e.g. redis://redis.example:6379/0) or store.external.urlSecret {name, key}." }}
+{{- fail "store.mode=external needs store.external.url (e.g. redis://redis.example:6379/0, redis+cluster://node-0:6379,node-1:6379 or redis+sentinel://sentinel-0:26379,sentinel-1:26379/mymaster) or store.external.urlSecret {name, key}." }}
 {{- end }}
 {{- if and $ext.urlSecret.name (not $ext.urlSecret.key) }}
 {{- fail "store.external.urlSecret.key is required when store.external.urlSecret.name is set." }}
 {{- end }}
-{{- if and $ext.url (not $ext.urlSecret.name) (not (regexMatch "^rediss?://[^@/]+" $ext.url)) }}
-{{- fail (printf "store.external.url must look like redis://host:port/db or rediss://host:port/db (got %q)." $ext.url) }}
-{{- end }}
 {{- if and $ext.passwordSecret.name (not $ext.passwordSecret.key) }}
 {{- fail "store.external.passwordSecret.key is required when store.external.passwordSecret.name is set." }}
 {{- end }}
-{{- if and (not $ext.urlSecret.name) (contains "@" $ext.url) }}
+{{- if not $ext.urlSecret.name }}
+{{- /* Credentials first, so that the messages below never echo a password. */}}
+{{- if contains "@" $ext.url }}
 {{- fail "store.external.url must not carry credentials (they would be stored in the release and the pod spec): use store.external.passwordSecret, or move the whole URL to store.external.urlSecret." }}
+{{- end }}
+{{- $kind := include "agentd.storeUrlKind" $ext.url }}
+{{- $hosts := `[^/?#,\s]+:[0-9]{1,5}(,[^/?#,\s]+:[0-9]{1,5})*` }}
+{{- if eq $kind "cluster" }}
+{{- if not (regexMatch (printf `^rediss?\+cluster://%s/?$` $hosts) $ext.url) }}
+{{- fail (printf "store.external.url: a redis+cluster:// URL lists seed nodes as host:port, comma-separated, with no /db, path or ?query (a cluster only has database 0), e.g. redis+cluster://node-0.redis:6379,node-1.redis:6379 (got %q)." $ext.url) }}
+{{- end }}
+{{- else if eq $kind "sentinel" }}
+{{- if not (regexMatch (printf `^rediss?\+sentinel://%s/[^/?#\s]+(/[0-9]+)?/?$` $hosts) $ext.url) }}
+{{- fail (printf "store.external.url: a redis+sentinel:// URL lists the Sentinels as host:port, comma-separated, then the master name and an optional database, with no ?query: redis+sentinel://sentinel-0.redis:26379,sentinel-1.redis:26379/mymaster[/0] (got %q)." $ext.url) }}
+{{- end }}
+{{- else if not (regexMatch "^rediss?://[^@/]+" $ext.url) }}
+{{- fail (printf "store.external.url must look like redis://host:port/db, rediss://host:port/db, redis+cluster://host:port,host:port or redis+sentinel://host:port,host:port/<master name>[/<db>] (got %q)." $ext.url) }}
+{{- end }}
+{{- if and (gt (int $ext.waitReplicas) 0) (eq $kind "cluster") }}
+{{- fail (printf "store.external.waitReplicas=%d is not supported with a redis+cluster:// URL (agentd runs WAIT on the connection of the write, which a cluster connection does not expose): set it to 0, or use one node or Sentinel." (int $ext.waitReplicas)) }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- if and (eq $mode "bundled") .Values.store.bundled.auth.enabled (not (include "agentd.redis.passwordSecret" .)) }}
@@ -183,6 +199,17 @@ Deployment so that every render runs them.
 {{- end }}
 
 {{/*
+Which Redis deployment an external store URL names: "cluster" (redis+cluster://, rediss+cluster://),
+"sentinel" (redis+sentinel://, rediss+sentinel://) or "node" (anything else). Call with the URL.
+*/}}
+{{- define "agentd.storeUrlKind" -}}
+{{- if regexMatch `^rediss?\+cluster://` . }}cluster
+{{- else if regexMatch `^rediss?\+sentinel://` . }}sentinel
+{{- else }}node
+{{- end }}
+{{- end }}
+
+{{/*
 The store URL env vars of the agentd container (REDIS_PASSWORD first, so that $(REDIS_PASSWORD)
 expands in AGENTD_STORE_URL). Nothing for the embedded store.
 */}}
@@ -203,10 +230,16 @@ expands in AGENTD_STORE_URL). Nothing for the embedded store.
       name: {{ $ext.passwordSecret.name }}
       key: {{ $ext.passwordSecret.key }}
 - name: AGENTD_STORE_URL
-  value: {{ regexReplaceAll "^(rediss?://)" $ext.url (printf "${1}%s:$(REDIS_PASSWORD)@" $ext.username) | quote }}
+  value: {{ regexReplaceAll `^(rediss?(\+cluster|\+sentinel)?://)` $ext.url (printf "${1}%s:$(REDIS_PASSWORD)@" $ext.username) | quote }}
 {{- else }}
 - name: AGENTD_STORE_URL
   value: {{ $ext.url | quote }}
+{{- end }}
+{{- if gt (int $ext.waitReplicas) 0 }}
+- name: AGENTD_STORE_WAIT_REPLICAS
+  value: {{ int $ext.waitReplicas | quote }}
+- name: AGENTD_STORE_WAIT_TIMEOUT_MS
+  value: {{ int $ext.waitTimeoutMs | quote }}
 {{- end }}
 {{- else if eq $mode "bundled" }}
 {{- $b := .Values.store.bundled }}
