@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Installs what the test suite needs, idempotently: Debian redis-server, curl, chromium,
-# chromium-driver and firefox-esr, the Rust lint components, npm and buf, the MCP test servers
-# and the playground's Firefox driver (npm, into their own node_modules), the Python packages of
-# the client, MCP, browser and chart tests (into .venv), and the TypeScript example's packages
-# (into its node_modules).
+# Installs what the test suite needs, idempotently: Debian redis-server, redis-sentinel, curl,
+# chromium, chromium-driver and firefox-esr, the Rust lint components, npm and buf, the MCP test
+# servers and the playground's Firefox driver (npm, into their own node_modules), the Python
+# packages of the client, MCP, browser and chart tests (into .venv), and the TypeScript example's
+# packages (into its node_modules).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,8 +19,15 @@ apt_install() {
 }
 
 if ! command -v redis-server >/dev/null 2>&1; then
+  # Also brings redis-cli (redis-tools), which the cluster tests use to create and reshard.
   echo "setup: installing redis-server"
   apt_install redis-server
+fi
+
+if ! command -v redis-sentinel >/dev/null 2>&1; then
+  # The failover tests run a real Sentinel.
+  echo "setup: installing redis-sentinel"
+  apt_install redis-sentinel
 fi
 
 if ! command -v chromedriver >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 ||

@@ -222,12 +222,11 @@ impl Backend {
     /// The node whose writes wait for replicas, when they do (a Sentinel's master is the one
     /// of the moment, kept by the write until it is done).
     pub(super) fn waiting_node(&self) -> Option<Arc<Node>> {
-        let node = match self {
-            Self::Node(node) => node.clone(),
-            Self::Sentinel(failover) => failover.current(),
-            Self::Cluster { .. } => return None,
-        };
-        node.waiters.is_some().then_some(node)
+        match self {
+            Self::Node(node) => node.waiters.is_some().then(|| node.clone()),
+            Self::Sentinel(failover) if failover.waits() => Some(failover.current()),
+            Self::Sentinel(_) | Self::Cluster { .. } => None,
+        }
     }
 }
 
@@ -289,8 +288,10 @@ impl Waiters {
         let acked: u32 = wait.query_async(&mut conn.clone()).await?;
         *slot = Some(conn);
         if acked < self.replicas {
+            // A client-side verdict, not an I/O failure: it must not send Sentinel looking for
+            // a new master.
             return Err(RedisError::from((
-                ErrorKind::Io,
+                ErrorKind::Client,
                 "write not confirmed by enough replicas",
                 format!(
                     "{acked} of {} replicas acknowledged it within {} ms; it may be lost in a failover",

@@ -93,6 +93,11 @@ impl Failover {
         self.inner.current()
     }
 
+    /// Whether writes wait for replicas (then they take the master of the moment along).
+    pub(super) fn waits(&self) -> bool {
+        self.inner.options.wait_replicas > 0
+    }
+
     /// Looks for a new master in the background when `error` may mean a failover.
     pub(super) fn failed(&self, error: &RedisError) {
         if !may_mean_failover(error) || self.inner.resolving.swap(true, Ordering::AcqRel) {

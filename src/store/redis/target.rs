@@ -139,7 +139,7 @@ fn split_authority(rest: &str) -> Result<(Option<&str>, Vec<&str>, &str), String
     let hosts: Vec<&str> = hosts.split(',').map(str::trim).collect();
     for host in &hosts {
         let port = host.rsplit_once(':').map(|(_, port)| port);
-        if host.is_empty() || !port.is_some_and(|p| p.parse::<u16>().is_ok()) {
+        if port.is_none_or(|p| p.parse::<u16>().is_err()) {
             return Err(format!("every host needs a port (host:port), got {host:?}"));
         }
     }
