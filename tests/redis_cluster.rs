@@ -129,16 +129,25 @@ async fn a_slot_migration_under_load_loses_no_acknowledged_write() {
     let mut ids = Vec::new();
     let mut page_token = String::new();
     loop {
-        let page = threads_client
-            .list_threads(pb::ListThreadsRequest {
-                resource_id: resource.clone(),
-                page_size: 100,
-                page_token,
-                ..Default::default()
-            })
-            .await
-            .expect("list")
-            .into_inner();
+        let request = pb::ListThreadsRequest {
+            resource_id: resource.clone(),
+            page_size: 100,
+            page_token,
+            ..Default::default()
+        };
+        // While the cluster client refreshes its slot map after the move, a call may fail
+        // UNAVAILABLE (retryable, as gRPC clients treat it): a bounded retry, as a client would.
+        let mut attempts = 0;
+        let page = loop {
+            attempts += 1;
+            match threads_client.list_threads(request.clone()).await {
+                Ok(page) => break page.into_inner(),
+                Err(status) if status.code() == tonic::Code::Unavailable && attempts < 3 => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(status) => panic!("list: {status}"),
+            }
+        };
         ids.extend(page.threads.into_iter().map(|t| t.id));
         if page.next_page_token.is_empty() {
             break;
@@ -161,4 +170,79 @@ async fn a_slot_migration_under_load_loses_no_acknowledged_write() {
     }
     a.stop().await.expect("stop a");
     b.stop().await.expect("stop b");
+}
+
+/// The first master's slot of `key`, and a run id whose control channel is in such a slot.
+fn run_on_first_master(cluster: &RedisCluster) -> (String, String) {
+    loop {
+        let id = support::unique("run");
+        let slot = cluster.nodes()[0]
+            .cli(&["cluster", "keyslot", &format!("agentd:{{r:{id}}}:control")])
+            .trim()
+            .to_owned();
+        if slot.parse::<usize>().expect("a slot number") < FIRST_MASTER_SLOTS {
+            return (id, slot);
+        }
+    }
+}
+
+/// The next item of a subscription, within a few seconds.
+async fn next_item<T>(
+    stream: &mut futures::stream::BoxStream<'static, agentd::store::StoreResult<T>>,
+) -> Option<agentd::store::StoreResult<T>> {
+    tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .expect("the subscription went silent")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharded_subscription_whose_slot_moves_or_node_dies_ends_with_an_error() {
+    use agentd::store::{Store, StoreError, redis::RedisStore};
+    use bytes::Bytes;
+
+    let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3, 0))
+        .await
+        .expect("cluster");
+    let store = RedisStore::connect(&cluster.url()).await.expect("connect");
+    let (run, slot) = run_on_first_master(&cluster);
+    let mut control = store.subscribe_control(&run).await.expect("subscribe");
+    store
+        .publish_control(&run, Bytes::from("one"))
+        .await
+        .expect("publish");
+    assert_eq!(next_item(&mut control).await.unwrap().unwrap(), "one");
+
+    // The (empty) slot moves to the second master: the first drops its shard subscribers.
+    let target = cluster.nodes()[1]
+        .cli(&["cluster", "myid"])
+        .trim()
+        .to_owned();
+    for node in [1, 0, 2] {
+        let out = cluster.nodes()[node].cli(&["cluster", "setslot", &slot, "node", &target]);
+        assert_eq!(out.trim(), "OK", "setslot on node {node}");
+    }
+    match next_item(&mut control).await {
+        Some(Err(StoreError::Unavailable(why))) => assert!(why.contains("slot"), "{why}"),
+        other => panic!("expected the subscription to end UNAVAILABLE, got {other:?}"),
+    }
+    assert!(
+        next_item(&mut control).await.is_none(),
+        "ended after the error"
+    );
+
+    // A new subscription follows the slot to its new node.
+    let mut control = store.subscribe_control(&run).await.expect("resubscribe");
+    store
+        .publish_control(&run, Bytes::from("two"))
+        .await
+        .expect("publish after the move");
+    assert_eq!(next_item(&mut control).await.unwrap().unwrap(), "two");
+
+    // The node serving it dies: the subscriber is told, not left waiting.
+    let mut cluster = cluster;
+    cluster.stop_node(1);
+    match next_item(&mut control).await {
+        Some(Err(StoreError::Unavailable(_))) | None => {}
+        other => panic!("expected the subscription to end UNAVAILABLE, got {other:?}"),
+    }
 }

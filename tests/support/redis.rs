@@ -332,6 +332,11 @@ impl RedisCluster {
         self.wait_ok();
     }
 
+    /// Kills node `i` (clients see its connections drop).
+    pub fn stop_node(&mut self, i: usize) {
+        self.nodes[i].stop();
+    }
+
     /// How many keys the whole cluster holds.
     pub fn key_count(&self) -> u64 {
         self.nodes[..self.masters]

@@ -169,6 +169,9 @@ impl Backend {
                 let builder = ClusterClientBuilder::new(nodes.clone())
                     .connection_timeout(options.connect_timeout)
                     .response_timeout(options.response_timeout)
+                    // By default a request's redirections, slot refreshes and retries must all
+                    // fit in one response timeout; the store's call timeout bounds them instead.
+                    .overall_response_timeout(None)
                     .retries(3)
                     .min_retry_wait(20)
                     .max_retry_wait(250);

@@ -65,6 +65,7 @@ impl Hub {
             .push_sender(push_tx)
             .connection_timeout(options.connect_timeout)
             .response_timeout(options.response_timeout)
+            .overall_response_timeout(None)
             .build()
             .map_err(|e| StoreError::Unavailable(format!("invalid redis url: {e}")))?;
         let conn = with_deadline(options.call_timeout, client.get_async_connection())
@@ -209,8 +210,10 @@ async fn dispatch(mut pushes: mpsc::UnboundedReceiver<PushInfo>, state: Weak<Mut
     }
 }
 
-/// Tells a channel's subscribers they may have missed messages.
-fn lost(entry: &Channel, why: &str) {
+/// Tells a channel's subscribers they may have missed messages. The server's subscription
+/// counts as gone: the next subscriber subscribes afresh, on whichever node serves the slot now.
+fn lost(entry: &mut Channel, why: &str) {
+    entry.subscribed = false;
     for (_, tx) in &entry.subscribers {
         let _ = tx.send(Err(StoreError::Unavailable(format!(
             "redis subscription lost: {why}"
