@@ -115,6 +115,22 @@ pub fn latency_summary(mut latencies: Vec<f64>) -> [f64; 3] {
     ]
 }
 
+/// What a timed burst of calls did.
+#[derive(Clone, Copy, Debug)]
+pub struct Burst {
+    /// Runs, or calls, completed.
+    pub count: u64,
+    /// How long it took, in seconds.
+    pub seconds: f64,
+}
+
+impl Burst {
+    /// Completed per second.
+    pub fn rate(&self) -> f64 {
+        self.count as f64 / self.seconds
+    }
+}
+
 /// Runs per second with `workers` runs in flight for `time`, and agentd's CPU time per run
 /// (milliseconds).
 pub async fn concurrent_runs(
@@ -123,11 +139,23 @@ pub async fn concurrent_runs(
     workers: usize,
     time: Duration,
 ) -> anyhow::Result<(f64, f64)> {
-    let channels = channels(procs, workers, WORKERS_PER_CONNECTION).await?;
     let cpu = procs.agentd_cpu()?;
+    let burst = run_burst(procs, tag, workers, time).await?;
+    let cpu = (procs.agentd_cpu()? - cpu).as_secs_f64() * 1000.0;
+    Ok((burst.rate(), cpu / burst.count.max(1) as f64))
+}
+
+/// Runs with `workers` runs in flight for `time`.
+pub async fn run_burst(
+    procs: &Procs,
+    tag: &str,
+    workers: usize,
+    time: Duration,
+) -> anyhow::Result<Burst> {
+    let channels = channels(procs, workers, WORKERS_PER_CONNECTION).await?;
     let started = Instant::now();
     let deadline = started + time;
-    let total = on_workers(&channels, tag, workers, |_, channel, tag| async move {
+    let count = on_workers(&channels, tag, workers, |_, channel, tag| async move {
         let mut client = AgentServiceClient::new(channel);
         let mut done = 0u64;
         while Instant::now() < deadline {
@@ -137,9 +165,10 @@ pub async fn concurrent_runs(
         Ok(done)
     })
     .await?;
-    let elapsed = started.elapsed().as_secs_f64();
-    let cpu = (procs.agentd_cpu()? - cpu).as_secs_f64() * 1000.0;
-    Ok((total as f64 / elapsed, cpu / total.max(1) as f64))
+    Ok(Burst {
+        count,
+        seconds: started.elapsed().as_secs_f64(),
+    })
 }
 
 /// What a tasks-mode worker calls.
@@ -159,10 +188,21 @@ pub async fn unary_ops(
     workers: usize,
     time: Duration,
 ) -> anyhow::Result<f64> {
+    Ok(unary_burst(procs, tag, what, workers, time).await?.rate())
+}
+
+/// Calls of `what` with `workers` callers for `time`.
+pub async fn unary_burst(
+    procs: &Procs,
+    tag: &str,
+    what: Unary,
+    workers: usize,
+    time: Duration,
+) -> anyhow::Result<Burst> {
     let channels = channels(procs, workers, WORKERS_PER_CONNECTION).await?;
     let started = Instant::now();
     let deadline = started + time;
-    let total = on_workers(&channels, tag, workers, |_, channel, tag| async move {
+    let count = on_workers(&channels, tag, workers, |_, channel, tag| async move {
         let mut tasks = TaskServiceClient::new(channel.clone());
         let mut health = HealthClient::new(channel);
         let mut ops = 0u64;
@@ -183,7 +223,10 @@ pub async fn unary_ops(
         Ok(ops)
     })
     .await?;
-    Ok(total as f64 / started.elapsed().as_secs_f64())
+    Ok(Burst {
+        count,
+        seconds: started.elapsed().as_secs_f64(),
+    })
 }
 
 /// Write three tasks, rename one, complete another, check the list: four calls.
@@ -279,8 +322,9 @@ pub async fn redis_memory_per_run(
     runs: usize,
 ) -> anyhow::Result<(f64, f64)> {
     let url = procs
-        .redis_url
-        .as_deref()
+        .redis
+        .as_ref()
+        .map(|redis| redis.url.as_str())
         .context("redis-memory needs the Redis store")?;
     let mut redis = redis::Client::open(url)?
         .get_multiplexed_async_connection()

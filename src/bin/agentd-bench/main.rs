@@ -1,13 +1,15 @@
 //! agentd-bench: measures agentd as it is deployed. It starts the release `agentd` binary, the
-//! instant model server (`mock-openai`) and, for Redis, a private `redis-server`, each its own
-//! process, and drives agentd over gRPC from this one. Every figure is given as min / median /
-//! max over rounds; nothing here asserts a speed.
+//! instant model server (`mock-openai`) and, for Redis, private `redis-server`s (one node, a
+//! 3-master cluster, or a master with a replica every write waits for), each its own process,
+//! and drives agentd over gRPC from this one. Every figure is given as min / median / max over
+//! rounds; nothing here asserts a speed.
 //!
 //! `cargo build --release --features mock --bins && target/release/agentd-bench` (all modes,
 //! both stores); `--help` lists the modes and knobs, `--json` prints JSON.
 
 mod load;
 mod procs;
+mod redis;
 mod report;
 
 use std::path::PathBuf;
@@ -69,6 +71,9 @@ enum Mode {
     Idle,
     /// Redis memory per finished run at the default retention (Redis store only).
     RedisMemory,
+    /// The capacity model's inputs on the Redis stores: per planning run and per TaskService
+    /// call at 16 at once, Redis commands, network bytes and CPU, and agentd's CPU.
+    Capacity,
 }
 
 /// Which stores to measure.
@@ -78,8 +83,14 @@ enum Stores {
     Embedded,
     /// A private redis-server.
     Redis,
-    /// Both, one after the other.
+    /// A private 3-master Redis Cluster.
+    RedisCluster,
+    /// A private redis-server with a replica every write waits for (`store.wait_replicas = 1`).
+    RedisWait,
+    /// The embedded store and one redis-server, one after the other.
     Both,
+    /// Every store above, one after the other.
+    All,
 }
 
 #[tokio::main]
@@ -91,7 +102,15 @@ async fn main() -> anyhow::Result<()> {
     let stores = match args.store {
         Stores::Embedded => vec![StoreKind::Embedded],
         Stores::Redis => vec![StoreKind::Redis],
+        Stores::RedisCluster => vec![StoreKind::RedisCluster],
+        Stores::RedisWait => vec![StoreKind::RedisWait],
         Stores::Both => vec![StoreKind::Embedded, StoreKind::Redis],
+        Stores::All => vec![
+            StoreKind::Embedded,
+            StoreKind::Redis,
+            StoreKind::RedisCluster,
+            StoreKind::RedisWait,
+        ],
     };
     let all = args.modes.contains(&Mode::All);
     let wanted = |mode: Mode| all || args.modes.contains(&mode);
@@ -115,6 +134,9 @@ async fn main() -> anyhow::Result<()> {
         }
         if wanted(Mode::RedisMemory) && store == StoreKind::Redis {
             bench.redis_memory().await?;
+        }
+        if wanted(Mode::Capacity) && store != StoreKind::Embedded {
+            bench.capacity().await?;
         }
     }
     if args.json {
@@ -262,6 +284,59 @@ impl Bench<'_> {
         );
         self.record("idle", "RSS per idle stream".into(), "KiB", per_stream);
         self.record("idle", "RSS after they closed".into(), "MiB", after);
+        Ok(())
+    }
+
+    async fn capacity(&mut self) -> anyhow::Result<()> {
+        let procs = self.start(1024).await?;
+        let Some(redis) = procs.redis.as_ref() else {
+            return Ok(());
+        };
+        load::sequential_runs(&procs, "warmup", 50).await?;
+        // Per round: throughput, Redis commands, KiB in, KiB out, Redis CPU ms, agentd CPU ms.
+        let mut runs: [Vec<f64>; 6] = Default::default();
+        let mut calls: [Vec<f64>; 6] = Default::default();
+        for round in 0..self.args.rounds {
+            for (figures, tasks) in [(&mut runs, false), (&mut calls, true)] {
+                let (store_before, cpu_before) = (redis.totals()?, procs.agentd_cpu()?);
+                let tag = format!("cap{round}{}", if tasks { "t" } else { "r" });
+                let burst = if tasks {
+                    let mix = load::Unary::TaskMix;
+                    load::unary_burst(&procs, &tag, mix, 16, self.seconds()).await?
+                } else {
+                    load::run_burst(&procs, &tag, 16, self.seconds()).await?
+                };
+                // The last runs' final writes (log batches) land just after they return.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let n = burst.count.max(1) as f64;
+                let per = redis.totals()?.per(store_before, n);
+                let agentd_ms = (procs.agentd_cpu()? - cpu_before).as_secs_f64() * 1000.0 / n;
+                let values = [
+                    burst.rate(),
+                    per.commands,
+                    per.net_in / 1024.0,
+                    per.net_out / 1024.0,
+                    per.cpu * 1000.0,
+                    agentd_ms,
+                ];
+                for (figure, value) in figures.iter_mut().zip(values) {
+                    figure.push(value);
+                }
+            }
+        }
+        for (what, rate, figures) in [("run", "runs/s", runs), ("task call", "calls/s", calls)] {
+            let rows = [
+                ("c=16 throughput".to_owned(), rate),
+                (format!("Redis commands per {what}"), "commands"),
+                (format!("Redis network in per {what}"), "KiB"),
+                (format!("Redis network out per {what}"), "KiB"),
+                (format!("Redis CPU per {what}"), "ms"),
+                (format!("agentd CPU per {what}"), "ms"),
+            ];
+            for ((name, unit), rounds) in rows.into_iter().zip(figures) {
+                self.record("capacity", name, unit, rounds);
+            }
+        }
         Ok(())
     }
 

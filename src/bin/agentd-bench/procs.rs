@@ -1,6 +1,6 @@
 //! The processes a benchmark drives: an agentd (the release binary, as deployed), the instant
-//! model server (`mock-openai`) and, for the Redis store, a private `redis-server`, each its own
-//! process on a free loopback port, stopped when dropped.
+//! model server (`mock-openai`) and, for a Redis store, private `redis-server`s (`redis.rs`), each
+//! its own process on a free loopback port, stopped when dropped.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -12,20 +12,40 @@ use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
+use crate::redis::RedisSet;
+
 /// Which store agentd runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum StoreKind {
     /// The embedded on-disk store (the default deployment of one replica).
     Embedded,
     /// A private redis-server (no persistence), as production runs on Redis.
     Redis,
+    /// A private 3-master Redis Cluster.
+    RedisCluster,
+    /// A private redis-server with a replica that every write waits for (`WAIT 1`).
+    RedisWait,
+}
+
+impl StoreKind {
+    /// Its name in figures and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Embedded => "embedded",
+            Self::Redis => "redis",
+            Self::RedisCluster => "redis-cluster",
+            Self::RedisWait => "redis-wait",
+        }
+    }
 }
 
 /// A child process killed when dropped.
-struct Proc {
-    name: &'static str,
-    child: Child,
+pub struct Proc {
+    /// What it is, for messages.
+    pub name: &'static str,
+    /// The process.
+    pub child: Child,
 }
 
 impl Drop for Proc {
@@ -41,12 +61,12 @@ pub struct Procs {
     pub agentd_url: String,
     /// agentd's process id, for its memory figures.
     pub agentd_pid: u32,
-    /// The Redis URL, when the store is Redis.
-    pub redis_url: Option<String>,
-    // Dropped in reverse: agentd first, then the model, then Redis.
-    _redis: Option<Proc>,
-    _model: Proc,
+    // Fields drop in declaration order: agentd first, then the model, then Redis (which agentd
+    // would otherwise see go away), then the scratch directory.
     _agentd: Proc,
+    _model: Proc,
+    /// The Redis processes, when the store is Redis.
+    pub redis: Option<RedisSet>,
     _dir: TempDir,
 }
 
@@ -99,32 +119,7 @@ impl Procs {
         max_runs: usize,
     ) -> anyhow::Result<Self> {
         let dir = TempDir::new()?;
-        let redis = match store {
-            StoreKind::Redis => {
-                let port = free_port()?;
-                let child = Command::new("redis-server")
-                    .args([
-                        "--port",
-                        &port.to_string(),
-                        "--save",
-                        "",
-                        "--appendonly",
-                        "no",
-                    ])
-                    .stdout(Stdio::null())
-                    .spawn()
-                    .context(
-                        "starting redis-server (is it installed? scripts/setup.sh installs it)",
-                    )?;
-                let proc = Proc {
-                    name: "redis-server",
-                    child,
-                };
-                wait_for_port(port, &proc).await?;
-                Some((proc, format!("redis://127.0.0.1:{port}/0")))
-            }
-            StoreKind::Embedded => None,
-        };
+        let redis = RedisSet::start(store, dir.path()).await?;
         let model_port = free_port()?;
         let model = Proc {
             name: "mock-openai",
@@ -137,13 +132,15 @@ impl Procs {
         wait_for_port(model_port, &model).await?;
 
         let port = free_port()?;
-        let store_url = redis.as_ref().map_or("embedded", |(_, url)| url.as_str());
+        let store_url = redis.as_ref().map_or("embedded", |r| r.url.as_str());
+        let wait_replicas = redis.as_ref().map_or(0, |r| r.wait_replicas);
         let config = dir.path().join("agentd.toml");
         std::fs::write(
             &config,
             config_text(
                 port,
                 store_url,
+                wait_replicas,
                 &dir.path().join("data"),
                 model_port,
                 max_runs,
@@ -179,15 +176,10 @@ impl Procs {
             let tail = &output[from..];
             bail!("{e}; its log ends:\n{tail}");
         }
-        let (redis, redis_url) = match redis {
-            Some((proc, url)) => (Some(proc), Some(url)),
-            None => (None, None),
-        };
         Ok(Self {
             agentd_url,
             agentd_pid: agentd.child.id(),
-            redis_url,
-            _redis: redis,
+            redis,
             _model: model,
             _agentd: agentd,
             _dir: dir,
@@ -238,6 +230,7 @@ impl Procs {
 fn config_text(
     port: u16,
     store_url: &str,
+    wait_replicas: u32,
     data: &Path,
     model_port: u16,
     max_runs: usize,
@@ -247,6 +240,7 @@ fn config_text(
 listen = "127.0.0.1:{port}"
 [store]
 url = "{store_url}"
+wait_replicas = {wait_replicas}
 data_dir = "{data}"
 [log]
 filter = "warn"
@@ -271,13 +265,15 @@ tools = ["tasks"]
     )
 }
 
-fn free_port() -> anyhow::Result<u16> {
+/// A loopback port free right now.
+pub fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
 }
 
-async fn wait_for_port(port: u16, proc: &Proc) -> anyhow::Result<()> {
+/// Waits until `proc` listens on `port`.
+pub async fn wait_for_port(port: u16, proc: &Proc) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(20);
     while tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await

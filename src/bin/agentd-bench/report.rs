@@ -51,8 +51,8 @@ impl Figure {
     /// The figure as one line of the text table.
     pub fn line(&self) -> String {
         format!(
-            "{:<9} {:<13} {:<34} {:>10} {:<8} (min {}, max {})",
-            format!("{:?}", self.store).to_lowercase(),
+            "{:<13} {:<13} {:<34} {:>10} {:<8} (min {}, max {})",
+            self.store.name(),
             self.mode,
             self.name,
             number(self.median),
