@@ -7,6 +7,7 @@
 //! `cargo build --release --features mock --bins && target/release/agentd-bench` (all modes,
 //! both stores); `--help` lists the modes and knobs, `--json` prints JSON.
 
+mod failover;
 mod load;
 mod procs;
 mod redis;
@@ -74,6 +75,9 @@ enum Mode {
     /// The capacity model's inputs on the Redis stores: per planning run and per TaskService
     /// call at 16 at once, Redis commands, network bytes and CPU, and agentd's CPU.
     Capacity,
+    /// A failover under load on the Sentinel stores: 16 writers, the master killed, what was
+    /// acknowledged and lost, and the longest time no write was acknowledged.
+    Failover,
 }
 
 /// Which stores to measure.
@@ -91,6 +95,8 @@ enum Stores {
     Both,
     /// Every store above, one after the other.
     All,
+    /// A master with two replicas and a Sentinel: writes not waiting, then waiting for a replica.
+    RedisSentinel,
 }
 
 #[tokio::main]
@@ -111,6 +117,7 @@ async fn main() -> anyhow::Result<()> {
             StoreKind::RedisCluster,
             StoreKind::RedisWait,
         ],
+        Stores::RedisSentinel => vec![StoreKind::RedisSentinel, StoreKind::RedisSentinelWait],
     };
     let all = args.modes.contains(&Mode::All);
     let wanted = |mode: Mode| all || args.modes.contains(&mode);
@@ -137,6 +144,13 @@ async fn main() -> anyhow::Result<()> {
         }
         if wanted(Mode::Capacity) && store != StoreKind::Embedded {
             bench.capacity().await?;
+        }
+        let sentinel = matches!(
+            store,
+            StoreKind::RedisSentinel | StoreKind::RedisSentinelWait
+        );
+        if wanted(Mode::Failover) && sentinel {
+            bench.failover().await?;
         }
     }
     if args.json {
@@ -336,6 +350,30 @@ impl Bench<'_> {
             for ((name, unit), rounds) in rows.into_iter().zip(figures) {
                 self.record("capacity", name, unit, rounds);
             }
+        }
+        Ok(())
+    }
+
+    async fn failover(&mut self) -> anyhow::Result<()> {
+        let (mut rate, mut lost, mut acked, mut gap) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for round in 0..self.args.rounds {
+            // A fresh set each round: the last one's master is dead.
+            let mut procs = self.start(1024).await?;
+            let tag = format!("fail{round}");
+            let outcome = failover::round(&mut procs, &tag, self.seconds(), self.seconds()).await?;
+            rate.push(outcome.acked_per_sec);
+            lost.push(outcome.lost as f64);
+            acked.push(outcome.acked as f64);
+            gap.push(outcome.gap_secs);
+        }
+        for (name, unit, rounds) in [
+            ("writes acknowledged before the kill", "writes/s", rate),
+            ("writes acknowledged in all", "writes", acked),
+            ("acknowledged writes lost", "writes", lost),
+            ("longest time with none acknowledged", "s", gap),
+        ] {
+            self.record("failover", name.into(), unit, rounds);
         }
         Ok(())
     }

@@ -26,6 +26,10 @@ pub enum StoreKind {
     RedisCluster,
     /// A private redis-server with a replica that every write waits for (`WAIT 1`).
     RedisWait,
+    /// A master with two replicas and a Sentinel; agentd finds the master through it.
+    RedisSentinel,
+    /// The same, every write waiting for a replica (`WAIT 1`).
+    RedisSentinelWait,
 }
 
 impl StoreKind {
@@ -36,6 +40,8 @@ impl StoreKind {
             Self::Redis => "redis",
             Self::RedisCluster => "redis-cluster",
             Self::RedisWait => "redis-wait",
+            Self::RedisSentinel => "redis-sentinel",
+            Self::RedisSentinelWait => "redis-sentinel-wait",
         }
     }
 }

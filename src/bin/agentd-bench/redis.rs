@@ -1,6 +1,7 @@
 //! The Redis processes of a benchmark, each its own `redis-server` on a free loopback port with
-//! no persistence: one node, a 3-master cluster joined by `redis-cli --cluster create`, or a
-//! master with a replica that every write waits for. Also what they have done so far (commands,
+//! no persistence: one node, a 3-master cluster joined by `redis-cli --cluster create`, a master
+//! with a replica that every write waits for, or a master with two replicas watched by a
+//! Sentinel (which a failover benchmark kills). Also what they have done so far (commands,
 //! network bytes, CPU), read from `INFO`, for the per-run figures of the capacity model.
 
 use std::path::Path;
@@ -13,6 +14,8 @@ use crate::procs::{Proc, StoreKind, free_port, wait_for_port};
 
 /// Masters of the benchmark's cluster.
 const CLUSTER_MASTERS: usize = 3;
+/// The name the Sentinel monitors the master under.
+const SENTINEL_MASTER: &str = "agentd-bench";
 
 /// Running Redis processes and how agentd reaches them.
 pub struct RedisSet {
@@ -22,7 +25,10 @@ pub struct RedisSet {
     pub wait_replicas: u32,
     /// The ports of the nodes that serve writes (masters), whose `INFO` the figures sum.
     pub data_ports: Vec<u16>,
-    _procs: Vec<Proc>,
+    /// The Sentinel's port, for the Sentinel stores.
+    sentinel_port: Option<u16>,
+    /// The processes; for the Sentinel stores the master first.
+    procs: Vec<Proc>,
 }
 
 /// What the data nodes have done so far, summed over them.
@@ -62,7 +68,8 @@ impl RedisSet {
                     url: format!("redis://127.0.0.1:{port}/0"),
                     wait_replicas: 0,
                     data_ports: vec![port],
-                    _procs: vec![proc],
+                    sentinel_port: None,
+                    procs: vec![proc],
                 }))
             }
             StoreKind::RedisWait => {
@@ -77,7 +84,61 @@ impl RedisSet {
                     url: format!("redis://127.0.0.1:{port}/0"),
                     wait_replicas: 1,
                     data_ports: vec![port],
-                    _procs: vec![master, replica],
+                    sentinel_port: None,
+                    procs: vec![master, replica],
+                }))
+            }
+            StoreKind::RedisSentinel | StoreKind::RedisSentinelWait => {
+                let (master, port) = server(dir, &[]).await?;
+                let mut procs = vec![master];
+                for _ in 0..2 {
+                    let args = ["--replicaof", "127.0.0.1", &port.to_string()];
+                    procs.push(server(dir, &args).await?.0);
+                }
+                wait_for(Duration::from_secs(20), "the replicas to sync", || {
+                    cli(port, &["info", "replication"])
+                        .matches("state=online")
+                        .count()
+                        == 2
+                })
+                .await?;
+                let sentinel_port = free_port()?;
+                let config = dir.join("sentinel.conf");
+                std::fs::write(
+                    &config,
+                    format!(
+                        "port {sentinel_port}\nbind 127.0.0.1\nprotected-mode no\n\
+                         dir {dir}\nsentinel monitor {SENTINEL_MASTER} 127.0.0.1 {port} 1\n\
+                         sentinel down-after-milliseconds {SENTINEL_MASTER} 500\n\
+                         sentinel failover-timeout {SENTINEL_MASTER} 5000\n",
+                        dir = dir.display()
+                    ),
+                )?;
+                let sentinel = Proc {
+                    name: "redis-sentinel",
+                    child: Command::new("redis-sentinel")
+                        .arg(&config)
+                        .stdout(Stdio::null())
+                        .spawn()
+                        .context("starting redis-sentinel (scripts/setup.sh installs it)")?,
+                };
+                wait_for_port(sentinel_port, &sentinel).await?;
+                procs.push(sentinel);
+                wait_for(
+                    Duration::from_secs(20),
+                    "the Sentinel to know the replicas",
+                    || {
+                        let out = cli(sentinel_port, &["sentinel", "replicas", SENTINEL_MASTER]);
+                        out.matches("slave").count() >= 2
+                    },
+                )
+                .await?;
+                Ok(Some(Self {
+                    url: format!("redis+sentinel://127.0.0.1:{sentinel_port}/{SENTINEL_MASTER}"),
+                    wait_replicas: u32::from(store == StoreKind::RedisSentinelWait),
+                    data_ports: vec![port],
+                    sentinel_port: Some(sentinel_port),
+                    procs,
                 }))
             }
             StoreKind::RedisCluster => {
@@ -108,10 +169,41 @@ impl RedisSet {
                     url: format!("redis+cluster://{}", nodes.join(",")),
                     wait_replicas: 0,
                     data_ports: ports,
-                    _procs: procs,
+                    sentinel_port: None,
+                    procs,
                 }))
             }
         }
+    }
+
+    /// Kills the master of a Sentinel store (SIGKILL: what it had not replicated is gone).
+    pub fn kill_master(&mut self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.sentinel_port.is_some(),
+            "only a Sentinel store fails over"
+        );
+        let master = &mut self.procs[0].child;
+        master.kill()?;
+        master.wait()?;
+        Ok(())
+    }
+
+    /// Waits until the Sentinel names another master than the one killed.
+    pub async fn wait_promoted(&self) -> anyhow::Result<()> {
+        let sentinel = self.sentinel_port.context("not a Sentinel store")?;
+        let old = self.data_ports[0].to_string();
+        wait_for(
+            Duration::from_secs(30),
+            "the Sentinel to promote a replica",
+            || {
+                let out = cli(
+                    sentinel,
+                    &["sentinel", "get-master-addr-by-name", SENTINEL_MASTER],
+                );
+                out.lines().nth(1).is_some_and(|port| port.trim() != old)
+            },
+        )
+        .await
     }
 
     /// What the data nodes have done so far.

@@ -51,7 +51,7 @@ impl Figure {
     /// The figure as one line of the text table.
     pub fn line(&self) -> String {
         format!(
-            "{:<13} {:<13} {:<34} {:>10} {:<8} (min {}, max {})",
+            "{:<19} {:<13} {:<34} {:>10} {:<8} (min {}, max {})",
             self.store.name(),
             self.mode,
             self.name,
