@@ -205,12 +205,20 @@ async fn a_sharded_subscription_whose_slot_moves_or_node_dies_ends_with_an_error
         .expect("cluster");
     let store = RedisStore::connect(&cluster.url()).await.expect("connect");
     let (run, slot) = run_on_first_master(&cluster);
-    let mut control = store.subscribe_control(&run).await.expect("subscribe");
-    store
-        .publish_control(&run, Bytes::from("one"))
-        .await
-        .expect("publish");
-    assert_eq!(next_item(&mut control).await.unwrap().unwrap(), "one");
+    // Subscribes to the run's control channel and sees a message published to it.
+    let subscribed = |message: &'static str| {
+        let (store, run) = (&store, &run);
+        async move {
+            let mut control = store.subscribe_control(run).await.expect("subscribe");
+            store
+                .publish_control(run, Bytes::from(message))
+                .await
+                .expect("publish");
+            assert_eq!(next_item(&mut control).await.unwrap().unwrap(), message);
+            control
+        }
+    };
+    let mut control = subscribed("one").await;
 
     // The (empty) slot moves to the second master: the first drops its shard subscribers.
     let target = cluster.nodes()[1]
@@ -231,12 +239,7 @@ async fn a_sharded_subscription_whose_slot_moves_or_node_dies_ends_with_an_error
     );
 
     // A new subscription follows the slot to its new node.
-    let mut control = store.subscribe_control(&run).await.expect("resubscribe");
-    store
-        .publish_control(&run, Bytes::from("two"))
-        .await
-        .expect("publish after the move");
-    assert_eq!(next_item(&mut control).await.unwrap().unwrap(), "two");
+    let mut control = subscribed("two").await;
 
     // The node serving it dies: the subscriber is told, not left waiting.
     let mut cluster = cluster;

@@ -211,16 +211,10 @@ impl RedisStore {
         let by_updated = listing_key(&key.resource_id, ThreadOrder::Updated);
         let mut pipe = redis::pipe();
         match change {
-            "c" => {
-                pipe.zadd(&by_created, &key.thread_id, at).ignore();
-                pipe.cmd("ZADD")
-                    .arg(&by_updated)
-                    .arg("GT")
-                    .arg(at)
-                    .arg(&key.thread_id)
-                    .ignore();
-            }
-            "u" => {
+            "c" | "u" => {
+                if change == "c" {
+                    pipe.zadd(&by_created, &key.thread_id, at).ignore();
+                }
                 pipe.cmd("ZADD")
                     .arg(&by_updated)
                     .arg("GT")
