@@ -240,8 +240,7 @@ pub(super) struct Waiters {
     client: Client,
     slots: Vec<tokio::sync::Mutex<Option<MultiplexedConnection>>>,
     next: AtomicUsize,
-    replicas: u32,
-    timeout: Duration,
+    /// Timeouts, and the replicas and `WAIT` time every write needs.
     options: RedisOptions,
 }
 
@@ -253,8 +252,6 @@ impl Waiters {
                 .map(|_| tokio::sync::Mutex::new(None))
                 .collect(),
             next: AtomicUsize::new(0),
-            replicas: options.wait_replicas,
-            timeout: options.wait_timeout,
             options: *options,
         }
     }
@@ -285,21 +282,21 @@ impl Waiters {
             }
         };
         let value = op(Conn::Plain(conn.clone())).await?;
+        let (replicas, timeout) = (self.options.wait_replicas, self.options.wait_timeout);
         let mut wait = redis::cmd("WAIT");
-        wait.arg(self.replicas)
-            .arg(u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX));
+        wait.arg(replicas)
+            .arg(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
         let acked: u32 = wait.query_async(&mut conn.clone()).await?;
         *slot = Some(conn);
-        if acked < self.replicas {
+        if acked < replicas {
             // A client-side verdict, not an I/O failure: it must not send Sentinel looking for
             // a new master.
             return Err(RedisError::from((
                 ErrorKind::Client,
                 "write not confirmed by enough replicas",
                 format!(
-                    "{acked} of {} replicas acknowledged it within {} ms; it may be lost in a failover",
-                    self.replicas,
-                    self.timeout.as_millis()
+                    "{acked} of {replicas} replicas acknowledged it within {} ms; it may be lost in a failover",
+                    timeout.as_millis()
                 ),
             )));
         }

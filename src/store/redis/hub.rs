@@ -134,9 +134,8 @@ impl Hub {
             if last {
                 entry.subscribed = false;
                 entry.own_unsubscribes += 1;
-            } else if entry.subscribers.is_empty() && entry.own_unsubscribes == 0 {
-                state.channels.remove(&channel);
             }
+            forget_if_idle(&mut state.channels, &channel);
             last
         };
         if !last {

@@ -207,6 +207,9 @@ impl RedisStore {
     /// the listing is one change stale until the thread's next write (a stale entry is skipped
     /// when listed; `GT` keeps a late update from moving a thread back in time).
     async fn apply_listing(&self, key: &ThreadKey, change: &str, at: u64) {
+        if !matches!(change, "c" | "u" | "d") {
+            return;
+        }
         let by_created = listing_key(&key.resource_id, ThreadOrder::Created);
         let by_updated = listing_key(&key.resource_id, ThreadOrder::Updated);
         let mut pipe = redis::pipe();
@@ -222,11 +225,10 @@ impl RedisStore {
                     .arg(&key.thread_id)
                     .ignore();
             }
-            "d" => {
+            _ => {
                 pipe.zrem(&by_created, &key.thread_id).ignore();
                 pipe.zrem(&by_updated, &key.thread_id).ignore();
             }
-            _ => return,
         }
         if let Err(e) = self.query_pipe::<()>(&pipe).await {
             warn!(error = %e, thread = %key.thread_id, "updating the thread listing failed; it is repaired by the thread's next write");
