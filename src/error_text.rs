@@ -16,3 +16,43 @@ pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
     }
     text
 }
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a char boundary.
+pub fn prefix(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// `s` cut to at most about `max` bytes, the cut marked with how much was left out, so an error
+/// that echoes a client's value stays small.
+pub fn clip(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if s.len() <= max {
+        return s.into();
+    }
+    let kept = prefix(s, max);
+    format!("{kept}… ({} more bytes)", s.len() - kept.len()).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_end_on_char_boundaries() {
+        assert_eq!(prefix("héllo", 2), "h");
+        assert_eq!(prefix("héllo", 3), "hé");
+        assert_eq!(prefix("abc", 10), "abc");
+    }
+
+    #[test]
+    fn clips_mark_what_they_cut() {
+        assert_eq!(clip("abc", 3), "abc");
+        assert_eq!(clip("abcdef", 2), "ab… (4 more bytes)");
+    }
+}

@@ -21,6 +21,7 @@ use crate::agent::runtime::{Runtime, RuntimeLimits};
 use crate::api::agents::AgentApi;
 use crate::api::approvals::ApprovalApi;
 use crate::api::auth::ApiKeys;
+use crate::api::bounded::BoundedErrorsLayer;
 use crate::api::layer::RpcLayer;
 use crate::api::tasks::TaskApi;
 use crate::api::threads::ThreadApi;
@@ -252,6 +253,7 @@ async fn serve(
         .layer(tower::util::option_layer(playground))
         .layer(tower::util::option_layer(json))
         .layer(tower::util::option_layer(grpc_web))
+        .layer(BoundedErrorsLayer)
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)

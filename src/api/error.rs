@@ -4,6 +4,7 @@ use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::agent::error::RunError;
+use crate::error_text::clip;
 use crate::store::StoreError;
 
 impl From<RunError> for Status {
@@ -55,21 +56,52 @@ impl Violations {
     }
 
     /// `INVALID_ARGUMENT` with a `google.rpc.BadRequest` listing the violations; the message
-    /// names them too, for clients that do not decode details.
+    /// names them too, for clients that do not decode details. Both are bounded (see
+    /// [`MAX_VIOLATION_BYTES`]): a request with hundreds of bad fields gets the first ones and
+    /// a count of the rest, and echoed fields and descriptions are clipped.
     pub fn into_status(self) -> Status {
-        let message = self
-            .0
-            .iter()
-            .map(|(field, description)| format!("{field}: {description}"))
-            .collect::<Vec<_>>()
-            .join("; ");
+        let total = self.0.len();
         let mut details = ErrorDetails::new();
-        for (field, description) in self.0 {
+        let mut message = String::new();
+        let (mut listed, mut named, mut size) = (0, 0, 0);
+        for (field, description) in &self.0 {
+            let field = clip(field, MAX_FIELD_BYTES);
+            let description = clip(description, MAX_DESCRIPTION_BYTES);
+            size += field.len() + description.len() + VIOLATION_OVERHEAD;
+            if listed > 0 && size > MAX_VIOLATION_BYTES {
+                break;
+            }
+            if message.len() < MAX_MESSAGE_LIST_BYTES {
+                if !message.is_empty() {
+                    message.push_str("; ");
+                }
+                message.push_str(&format!("{field}: {description}"));
+                named += 1;
+            }
             details.add_bad_request_violation(field, description);
+            listed += 1;
+        }
+        if named < total {
+            message.push_str(&format!(" (and {} more)", total - named));
+        }
+        if listed < total {
+            details.add_bad_request_violation("", format!("{} more not listed", total - listed));
         }
         Status::with_error_details(Code::InvalidArgument, message, details)
     }
 }
+
+/// Longest field path kept in a violation.
+const MAX_FIELD_BYTES: usize = 128;
+/// Longest description kept in a violation.
+const MAX_DESCRIPTION_BYTES: usize = 256;
+/// Encoded violations are capped near this size, so message, details and headers together
+/// stay well under 4 KiB.
+pub const MAX_VIOLATION_BYTES: usize = 1200;
+/// The message names violations until it is this long.
+const MAX_MESSAGE_LIST_BYTES: usize = 512;
+/// Protobuf framing of one violation, roughly.
+const VIOLATION_OVERHEAD: usize = 8;
 
 #[cfg(test)]
 mod tests {
@@ -84,6 +116,27 @@ mod tests {
         assert_eq!(status.message(), "tasks.0.status: Invalid option");
         let bad = status.get_details_bad_request().unwrap();
         assert_eq!(bad.field_violations[0].field, "tasks.0.status");
+    }
+
+    #[test]
+    fn many_violations_are_capped_with_a_count() {
+        let mut v = Violations::default();
+        for i in 0..500 {
+            v.add(format!("tasks.{i}.content"), "x".repeat(1000));
+        }
+        let status = v.into_status();
+        let bad = status.get_details_bad_request().unwrap();
+        let listed = bad.field_violations.len() - 1;
+        assert!((2..20).contains(&listed), "{listed}");
+        let last = bad.field_violations.last().unwrap();
+        assert_eq!(
+            last.description,
+            format!("{} more not listed", 500 - listed)
+        );
+        assert!(status.details().len() < 2048, "{}", status.details().len());
+        assert!(status.message().len() < 1024, "{}", status.message());
+        assert!(status.message().ends_with(" more)"), "{}", status.message());
+        assert!(status.message().starts_with("tasks.0.content: xxx"));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 pub mod agents;
 pub mod approvals;
 pub mod auth;
+pub mod bounded;
 pub mod completion;
 pub mod error;
 pub mod hooks;

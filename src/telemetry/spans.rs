@@ -299,7 +299,10 @@ pub fn record_io(span: &Span, key: &'static str, value: &str) {
     if span.is_disabled() || !super::otel_layer_installed() {
         return;
     }
-    span.set_attribute(key, truncate(value, MAX_IO_BYTES).to_owned());
+    span.set_attribute(
+        key,
+        crate::error_text::prefix(value, MAX_IO_BYTES).to_owned(),
+    );
 }
 
 /// Sets the parent BEFORE the span is first entered: tracing-opentelemetry 0.34 silently
@@ -342,29 +345,10 @@ fn saturating_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// The longest prefix of `s` of at most `max` bytes that ends on a char boundary.
-fn truncate(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn truncates_on_char_boundaries() {
-        assert_eq!(truncate("héllo", 2), "h");
-        assert_eq!(truncate("héllo", 3), "hé");
-        assert_eq!(truncate("abc", 10), "abc");
-    }
 
     #[test]
     fn json_values_become_attributes() {
