@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::server::NamedService;
@@ -25,14 +26,15 @@ use crate::api::bounded::BoundedErrorsLayer;
 use crate::api::layer::RpcLayer;
 use crate::api::tasks::TaskApi;
 use crate::api::threads::ThreadApi;
-use crate::config::{Config, StoreKind, redact_url};
+use crate::config::{Config, StoreKind, StoreSync, redact_url};
 use crate::pb;
 use crate::pb::agent_service_server::AgentServiceServer;
 use crate::pb::approval_service_server::ApprovalServiceServer;
 use crate::pb::task_service_server::TaskServiceServer;
 use crate::pb::thread_service_server::ThreadServiceServer;
 use crate::store::Store;
-use crate::store::embedded::EmbeddedStore;
+use crate::store::deferred::{Connect, Deferred};
+use crate::store::embedded::{EmbeddedOptions, EmbeddedStore};
 use crate::store::redis::{RedisOptions, RedisStore};
 use crate::tasklist::TaskLists;
 use crate::web::{JsonLayer, MetricsEndpoint};
@@ -56,13 +58,30 @@ const ABORT_WAIT: Duration = Duration::from_secs(2);
 /// How long one health probe of the store may take before it counts as down.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Opens the store the config names.
-pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+/// Longest time between probes while the store is down.
+const DOWN_PROBE_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Shortest time between probes made because a store call failed.
+const SIGNALLED_PROBE_GAP: Duration = Duration::from_millis(50);
+
+/// Opens the store the config names; a Redis store notifies `failures` after each call that
+/// failed for want of Redis.
+pub async fn open_store(
+    config: &Config,
+    failures: Option<Arc<Notify>>,
+) -> anyhow::Result<Arc<dyn Store>> {
     match config.store.kind()? {
         StoreKind::Embedded(dir) => {
-            let store = EmbeddedStore::open(&dir)
+            let options = EmbeddedOptions {
+                durable_every: match config.store.sync {
+                    StoreSync::Batch => EmbeddedOptions::default().durable_every,
+                    StoreSync::Always => Duration::ZERO,
+                },
+                ..EmbeddedOptions::default()
+            };
+            let store = EmbeddedStore::open_with(&dir, options)
                 .with_context(|| format!("opening the embedded store in {}", dir.display()))?;
-            info!(dir = %dir.display(), "using the embedded store");
+            info!(dir = %dir.display(), sync = ?config.store.sync, "using the embedded store");
             Ok(Arc::new(store))
         }
         StoreKind::Redis(url) => {
@@ -77,12 +96,46 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
                     .max(wait_timeout + Duration::from_secs(1)),
                 ..defaults
             };
-            let store = RedisStore::connect_with(&url, options)
+            let mut store = RedisStore::connect_with(&url, options)
                 .await
                 .with_context(|| format!("connecting to Redis at {}", redact_url(&url)))?;
+            if let Some(failures) = failures {
+                store = store.with_failure_signal(failures);
+            }
             info!(url = %redact_url(&url), "using Redis");
             Ok(Arc::new(store))
         }
+    }
+}
+
+/// The configured store, or, when Redis cannot be reached at start, a [`Deferred`] store that
+/// keeps trying in the background (the server starts NOT_SERVING instead of exiting, so a pod
+/// rescheduled during a Redis outage does not crash-loop). The embedded store's errors are
+/// the disk's and stay fatal.
+async fn store_or_deferred(
+    config: &Config,
+    signal: &Arc<Notify>,
+    stop: &CancellationToken,
+) -> anyhow::Result<Arc<dyn Store>> {
+    match open_store(config, Some(signal.clone())).await {
+        Ok(store) => Ok(store),
+        Err(e) if matches!(config.store.kind(), Ok(StoreKind::Redis(_))) => {
+            let what = format!("Redis at {}", redact_url(config.store.url.trim()));
+            warn!(error = %format!("{e:#}"), "the store is unreachable: serving NOT_SERVING and retrying");
+            let config = Arc::new(config.clone());
+            let failures = signal.clone();
+            let connect: Connect = Arc::new(move || {
+                let (config, failures) = (config.clone(), failures.clone());
+                Box::pin(async move { open_store(&config, Some(failures)).await })
+            });
+            Ok(Arc::new(Deferred::spawn(
+                connect,
+                what,
+                signal.clone(),
+                stop.clone(),
+            )))
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -126,9 +179,17 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         None => None,
     };
     let metrics_addr = metrics.as_ref().map(|m| m.addr);
-    let store = open_store(&config).await?;
     let shutdown = CancellationToken::new();
-    let task = tokio::spawn(serve(config, store, listener, metrics, shutdown.clone()));
+    let store_signal = Arc::new(Notify::new());
+    let store = store_or_deferred(&config, &store_signal, &shutdown).await?;
+    let task = tokio::spawn(serve(
+        config,
+        store,
+        store_signal,
+        listener,
+        metrics,
+        shutdown.clone(),
+    ));
     Ok(RunningServer {
         addr,
         metrics_addr,
@@ -142,6 +203,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
 async fn serve(
     config: Config,
     store: Arc<dyn Store>,
+    store_signal: Arc<Notify>,
     listener: TcpListener,
     metrics: Option<MetricsEndpoint>,
     shutdown: CancellationToken,
@@ -159,8 +221,27 @@ async fn serve(
         store.clone(),
         health.clone(),
         Duration::from_millis(config.server.health_interval_ms),
+        store_signal,
         shutdown.clone(),
     ));
+    // The drain starts after the pre-drain delay: health is NOT_SERVING from the signal on, while
+    // calls are still accepted, so load balancers see it before connections are refused.
+    let drain = CancellationToken::new();
+    tokio::spawn({
+        let (shutdown, drain, pre_drain) =
+            (shutdown.clone(), drain.clone(), config.server.pre_drain());
+        async move {
+            shutdown.cancelled().await;
+            if !pre_drain.is_zero() {
+                info!(
+                    ?pre_drain,
+                    "NOT_SERVING; still accepting calls before the drain"
+                );
+                tokio::time::sleep(pre_drain).await;
+            }
+            drain.cancel();
+        }
+    });
 
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
@@ -186,7 +267,7 @@ async fn serve(
     let tasks = TaskApi::new(
         TaskLists::new(store.clone()),
         config.limits.clone(),
-        shutdown.clone(),
+        drain.clone(),
     );
     // MCP servers connect in the background: one that is down does not hold up the start.
     let mcp = Arc::new(crate::mcp::McpHub::start(&config.mcp_servers)?);
@@ -225,14 +306,14 @@ async fn serve(
         },
     );
     let abort_listener = tokio::spawn(runtime.clone().listen_for_aborts(shutdown.clone()));
-    let agents = AgentApi::new(runtime.clone(), config.limits.clone());
+    let agents = AgentApi::new(runtime.clone(), config.limits.clone(), drain.clone());
     let approvals = ApprovalApi::new(runtime.clone(), config.limits.clone());
 
     let addr = listener.local_addr()?;
     info!(%addr, "agentd listening");
     // Chunks are small writes: without TCP_NODELAY each could wait for a delayed ACK.
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    let drain = shutdown.clone();
+    let drained_signal = drain.clone();
     // Browsers and curl on the same port: CORS answers preflights first, the JSON mapping takes
     // JSON (and plain HTTP/1) requests, gRPC-web is translated; gRPC passes all three untouched.
     let web = &config.web;
@@ -264,7 +345,7 @@ async fn serve(
         )
         .add_service(rpc.layer(ThreadServiceServer::new(threads).max_decoding_message_size(limit)))
         .serve_with_incoming_shutdown(incoming, async move {
-            drain.cancelled().await;
+            drained_signal.cancelled().await;
         });
 
     let grace = config.server.shutdown_grace();
@@ -277,7 +358,7 @@ async fn serve(
     };
     let outcome = tokio::select! {
         result = drained => result.context("gRPC server failed"),
-        () = async { shutdown.cancelled().await; tokio::time::sleep(grace).await } => {
+        () = async { drain.cancelled().await; tokio::time::sleep(grace).await } => {
             warn!(?grace, "grace period over; aborting the runs still in flight");
             runtime.abort_all("The server is shutting down");
             let _ = tokio::time::timeout(ABORT_WAIT, runtime.drain()).await;
@@ -297,11 +378,15 @@ async fn serve(
     outcome
 }
 
-/// Probes the store and flips the store-backed health statuses when it goes down or returns.
+/// Probes the store every `interval` and flips the store-backed health statuses when it goes
+/// down or returns. `signal` cuts the wait short: a store call that failed for want of the store
+/// turns health NOT_SERVING at once (then a probe decides), and a deferred store that just
+/// connected is probed at once.
 async fn monitor_store(
     store: Arc<dyn Store>,
     health: HealthReporter,
     interval: Duration,
+    signal: Arc<Notify>,
     shutdown: CancellationToken,
 ) {
     let mut serving = None;
@@ -317,25 +402,41 @@ async fn monitor_store(
                 crate::telemetry::metrics().store_error("ping");
                 warn!("store unreachable: NOT_SERVING");
             }
-            let status = if up {
-                ServingStatus::Serving
-            } else {
-                ServingStatus::NotServing
-            };
-            for service in STORE_BACKED {
-                health.set_service_status(service, status).await;
-            }
+            set_store_backed(&health, up).await;
             serving = Some(up);
         }
+        // While down, probe often: SERVING comes back soon after the store does.
+        let wait = if serving == Some(true) {
+            interval
+        } else {
+            interval.min(DOWN_PROBE_INTERVAL)
+        };
         tokio::select! {
             () = shutdown.cancelled() => break,
-            () = tokio::time::sleep(interval) => {}
+            () = tokio::time::sleep(wait) => {}
+            () = signal.notified() => {
+                if serving == Some(true) {
+                    warn!("a store call failed: NOT_SERVING until a probe succeeds");
+                    set_store_backed(&health, false).await;
+                    serving = Some(false);
+                }
+                // Failing calls signal in bursts: probe again soon, not once per failure.
+                tokio::time::sleep(SIGNALLED_PROBE_GAP.min(interval)).await;
+            }
         }
     }
     // Draining: tell load balancers to stop sending new calls.
+    set_store_backed(&health, false).await;
+}
+
+/// Sets every store-backed service SERVING or NOT_SERVING.
+async fn set_store_backed(health: &HealthReporter, up: bool) {
+    let status = if up {
+        ServingStatus::Serving
+    } else {
+        ServingStatus::NotServing
+    };
     for service in STORE_BACKED {
-        health
-            .set_service_status(service, ServingStatus::NotServing)
-            .await;
+        health.set_service_status(service, status).await;
     }
 }

@@ -9,20 +9,10 @@ use agentd::pb;
 use futures::StreamExt;
 use support::redis::RedisServer;
 use tonic::Code;
-use tonic::transport::Channel;
-use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
-async fn status(client: &mut HealthClient<Channel>, service: &str) -> Option<ServingStatus> {
-    let response = client
-        .check(HealthCheckRequest {
-            service: service.to_owned(),
-        })
-        .await
-        .ok()?;
-    ServingStatus::try_from(response.into_inner().status).ok()
-}
+use support::health_status as status;
 
 #[tokio::test]
 async fn health_follows_redis_down_and_back() {

@@ -21,6 +21,7 @@ use crate::memory::working;
 use crate::model::{ModelSettings, ToolChoice};
 use crate::pb;
 use crate::telemetry;
+use tokio_util::sync::CancellationToken;
 
 /// Remembered messages sent to the model when a request does not say.
 const DEFAULT_LAST_MESSAGES: usize = 10;
@@ -29,12 +30,18 @@ const DEFAULT_LAST_MESSAGES: usize = 10;
 pub struct AgentApi {
     runtime: Arc<Runtime>,
     limits: Limits,
+    /// Ends open Observe streams (UNAVAILABLE) when the server drains.
+    drain: CancellationToken,
 }
 
 impl AgentApi {
-    /// An AgentService running agents on `runtime`.
-    pub fn new(runtime: Arc<Runtime>, limits: Limits) -> Self {
-        Self { runtime, limits }
+    /// An AgentService running agents on `runtime`; `drain` ends open Observe streams.
+    pub fn new(runtime: Arc<Runtime>, limits: Limits, drain: CancellationToken) -> Self {
+        Self {
+            runtime,
+            limits,
+            drain,
+        }
     }
 }
 
@@ -566,7 +573,10 @@ impl pb::agent_service_server::AgentService for AgentApi {
             .runtime
             .observe(&req.run_id, req.after_sequence)
             .await?;
-        Ok(Response::new(chunk_stream(stream)))
+        Ok(Response::new(super::until_drain(
+            chunk_stream(stream),
+            self.drain.clone(),
+        )))
     }
 
     async fn abort(

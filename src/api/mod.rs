@@ -30,6 +30,29 @@ pub(crate) fn chunk_stream(stream: crate::agent::runtime::ChunkStream) -> ChunkS
     stream.map(|item| item.map_err(Status::from)).boxed()
 }
 
+/// `stream` until the server starts draining, then `UNAVAILABLE` (re-attach elsewhere) instead
+/// of the clean end a client would take for "nothing more will come". Streams that end on
+/// their own before it end as they would.
+pub(crate) fn until_drain<T: Send + 'static>(
+    stream: BoxStream<'static, Result<T, Status>>,
+    drain: tokio_util::sync::CancellationToken,
+) -> BoxStream<'static, Result<T, Status>> {
+    let cut = drain.clone();
+    stream
+        .take_until(drain.cancelled_owned())
+        .chain(futures::stream::iter([()]).filter_map(move |()| {
+            let cut = cut.is_cancelled();
+            async move {
+                cut.then(|| {
+                    Err(Status::unavailable(
+                        "the server is shutting down: reconnect (to another replica) to continue",
+                    ))
+                })
+            }
+        }))
+        .boxed()
+}
+
 /// A malformed trace field or header, as INVALID_ARGUMENT naming it.
 pub(crate) fn invalid_trace(e: InvalidTraceField) -> Status {
     let mut v = Violations::default();

@@ -17,16 +17,16 @@ use crate::tasks::{self, Task, TaskStatus};
 pub struct TaskApi {
     lists: TaskLists,
     limits: Limits,
-    shutdown: CancellationToken,
+    drain: CancellationToken,
 }
 
 impl TaskApi {
-    /// A TaskService over `lists`; `shutdown` ends open Watch streams.
-    pub fn new(lists: TaskLists, limits: Limits, shutdown: CancellationToken) -> Self {
+    /// A TaskService over `lists`; `drain` ends open Watch streams (UNAVAILABLE).
+    pub fn new(lists: TaskLists, limits: Limits, drain: CancellationToken) -> Self {
         Self {
             lists,
             limits,
-            shutdown,
+            drain,
         }
     }
 
@@ -289,7 +289,6 @@ impl pb::task_service_server::TaskService for TaskApi {
         let key = thread_key(&req.thread_id, &req.resource_id)
             .ok_or_else(|| Status::invalid_argument("thread_id and resource_id are required"))?;
         let updates = self.lists.watch(&key).await?;
-        let shutdown = self.shutdown.clone();
         let stream = updates
             .map(|item| {
                 item.map(|list| pb::TaskListUpdate {
@@ -298,7 +297,10 @@ impl pb::task_service_server::TaskService for TaskApi {
                 })
                 .map_err(Status::from)
             })
-            .take_until(async move { shutdown.cancelled().await });
-        Ok(Response::new(stream.boxed()))
+            .boxed();
+        Ok(Response::new(super::until_drain(
+            stream,
+            self.drain.clone(),
+        )))
     }
 }

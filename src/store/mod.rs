@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
 
+pub mod deferred;
 pub mod embedded;
 pub mod redis;
 

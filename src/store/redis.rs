@@ -104,6 +104,9 @@ pub struct RedisStore {
     /// The node, cluster or Sentinel-found master, with its connections.
     backend: Arc<Backend>,
     options: RedisOptions,
+    /// Notified after every call that failed for want of Redis (I/O error, timeout, dropped
+    /// connection), so health turns NOT_SERVING at the first failure, not at the next probe.
+    failures: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -130,6 +133,7 @@ impl RedisStore {
         let store = Self {
             backend: Arc::new(backend),
             options,
+            failures: None,
         };
         // Cluster keyspaces never held threads from before the listings (and SCAN has no single
         // route on a cluster).
@@ -137,6 +141,12 @@ impl RedisStore {
             threads::backfill_listings(&store).await?;
         }
         Ok(store)
+    }
+
+    /// This store, notifying `failures` after each call that failed for want of Redis.
+    pub fn with_failure_signal(mut self, failures: Arc<tokio::sync::Notify>) -> Self {
+        self.failures = Some(failures);
+        self
     }
 
     /// Runs one command or script within the call timeout; a write waits for replicas when the
@@ -160,6 +170,11 @@ impl RedisStore {
         let result = with_deadline(self.options.call_timeout, attempt).await;
         if let Err(e) = &result {
             self.backend.failed(e);
+            if let Some(failures) = &self.failures
+                && (e.is_io_error() || e.is_timeout() || e.is_connection_dropped())
+            {
+                failures.notify_one();
+            }
         }
         result
     }

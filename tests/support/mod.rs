@@ -129,6 +129,21 @@ pub async fn serve_http(app: axum::Router) -> (String, tokio::task::JoinHandle<(
     (url, task)
 }
 
+/// The health status a server reports for `service` (`None` when the call fails).
+pub async fn health_status(
+    client: &mut tonic_health::pb::health_client::HealthClient<Channel>,
+    service: &str,
+) -> Option<tonic_health::pb::health_check_response::ServingStatus> {
+    let response = client
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: service.to_owned(),
+        })
+        .await
+        .ok()?;
+    tonic_health::pb::health_check_response::ServingStatus::try_from(response.into_inner().status)
+        .ok()
+}
+
 /// An AgentService client for a running server.
 pub async fn agents_client(server: &RunningServer) -> AgentServiceClient<Channel> {
     AgentServiceClient::new(channel(server).await)

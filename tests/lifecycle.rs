@@ -1,0 +1,225 @@
+//! A server's life around its store and its shutdown: it starts while Redis is down and turns
+//! SERVING when Redis comes up; a failed store call turns health NOT_SERVING at once; at a
+//! shutdown signal health is NOT_SERVING while calls are still accepted (the pre-drain), then
+//! open Watch and Observe streams end UNAVAILABLE so clients reconnect elsewhere.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use agentd::model::{MockOpenAi, MockReply};
+use agentd::pb;
+use futures::StreamExt;
+use support::redis::RedisServer;
+use tonic::Code;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+
+fn check(thread: &str) -> pb::CheckRequest {
+    pb::CheckRequest {
+        thread_id: thread.into(),
+        resource_id: "lifecycle".into(),
+    }
+}
+
+/// Waits until `service` reports `want`; false after `within`.
+async fn health_becomes(
+    health: &HealthClient<tonic::transport::Channel>,
+    service: &str,
+    want: ServingStatus,
+    within: Duration,
+) -> bool {
+    support::eventually(within, || {
+        let mut h = health.clone();
+        async move { support::health_status(&mut h, service).await == Some(want) }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn starts_while_redis_is_down_and_serves_once_it_comes_up() {
+    let mut redis = RedisServer::start();
+    redis.stop();
+    let server = support::start_redis(&redis.url()).await;
+    let channel = support::channel(&server).await;
+    let mut health = HealthClient::new(channel.clone());
+    let mut tasks = pb::task_service_client::TaskServiceClient::new(channel);
+
+    assert_eq!(
+        support::health_status(&mut health, "").await,
+        Some(ServingStatus::NotServing)
+    );
+    assert_eq!(
+        support::health_status(&mut health, "liveness").await,
+        Some(ServingStatus::Serving),
+        "the process is alive: no restart wanted"
+    );
+    let down = tasks.check(check("t")).await.expect_err("no store yet");
+    assert_eq!(down.code(), Code::Unavailable, "{down:?}");
+    assert!(
+        down.message().contains("not reachable yet"),
+        "{}",
+        down.message()
+    );
+
+    redis.start_again();
+    let up_at = Instant::now();
+    assert!(
+        health_becomes(
+            &health,
+            "agentd.v1.TaskService",
+            ServingStatus::Serving,
+            Duration::from_secs(15)
+        )
+        .await,
+        "SERVING once Redis is up"
+    );
+    // A figure for the log, not an assertion (timings belong in benchmarks).
+    eprintln!("SERVING {:?} after Redis came up", up_at.elapsed());
+    tasks.check(check("t")).await.expect("calls work");
+    server.stop().await.expect("clean stop");
+}
+
+#[tokio::test]
+async fn a_failed_store_call_turns_health_not_serving_before_the_next_probe() {
+    let mut redis = RedisServer::start();
+    let dir = tempfile::tempdir().expect("dir");
+    let mut config = support::test_config(&redis.url(), dir.path());
+    // A probe a minute apart: only the failed call itself can flip health in this test.
+    config.server.health_interval_ms = 60_000;
+    let server = support::start(config).await;
+    let channel = support::channel(&server).await;
+    let mut health = HealthClient::new(channel.clone());
+    let mut tasks = pb::task_service_client::TaskServiceClient::new(channel);
+    assert_eq!(
+        support::health_status(&mut health, "").await,
+        Some(ServingStatus::Serving)
+    );
+
+    redis.stop();
+    let failed = tasks.check(check("t")).await.expect_err("Redis is down");
+    assert_eq!(failed.code(), Code::Unavailable, "{failed:?}");
+    assert!(
+        health_becomes(
+            &health,
+            "",
+            ServingStatus::NotServing,
+            Duration::from_secs(5)
+        )
+        .await,
+        "NOT_SERVING right after the failed call"
+    );
+
+    // While down it probes often, so it comes back without waiting a minute.
+    redis.start_again();
+    assert!(
+        health_becomes(&health, "", ServingStatus::Serving, Duration::from_secs(15)).await,
+        "SERVING again once Redis is back"
+    );
+    server.stop().await.expect("clean stop");
+}
+
+#[tokio::test]
+async fn shutdown_pre_drains_then_ends_watch_and_observe_streams_unavailable() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push(MockReply::Slow {
+        text: "one two three four five six seven eight".into(),
+        delay_per_delta: Duration::from_millis(250),
+    });
+    let dir = tempfile::tempdir().expect("dir");
+    let mut config = support::agent_config(&mock, support::AGENTS_TOML, "embedded", dir.path());
+    config.server.pre_drain_ms = 1500;
+    let server = support::start(config).await;
+    let channel = support::channel(&server).await;
+    let health = HealthClient::new(channel.clone());
+    let mut tasks = pb::task_service_client::TaskServiceClient::new(channel.clone());
+    let mut agents = pb::agent_service_client::AgentServiceClient::new(channel);
+
+    let mut watch = tasks
+        .watch(pb::WatchRequest {
+            thread_id: "watched".into(),
+            resource_id: "lifecycle".into(),
+        })
+        .await
+        .expect("watch starts")
+        .into_inner();
+    watch
+        .next()
+        .await
+        .expect("the current list")
+        .expect("no error");
+    let mut run = agents
+        .generate(pb::GenerateRequest {
+            agent_id: "plain".into(),
+            prompt: "count slowly".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("generate starts")
+        .into_inner();
+    let run_id = run
+        .next()
+        .await
+        .expect("a first chunk")
+        .expect("no error")
+        .run_id;
+    let mut observe = agents
+        .observe(pb::ObserveRequest {
+            run_id,
+            after_sequence: 0,
+        })
+        .await
+        .expect("observe starts")
+        .into_inner();
+
+    server.shutdown_token().cancel();
+    assert!(
+        health_becomes(
+            &health,
+            "",
+            ServingStatus::NotServing,
+            Duration::from_secs(1)
+        )
+        .await,
+        "NOT_SERVING as soon as the signal comes"
+    );
+    // Still accepting during the pre-drain: a new connection and a new call.
+    let mut late = support::tasks_client(&server).await;
+    late.check(check("late"))
+        .await
+        .expect("calls are accepted during the pre-drain");
+
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(item) = watch.next().await {
+            if let Err(status) = item {
+                return Some(status);
+            }
+        }
+        None
+    })
+    .await
+    .expect("the Watch stream ends");
+    let status = ended.expect("it ends with an error, not a clean end");
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+
+    let observed = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(item) = observe.next().await {
+            if let Err(status) = item {
+                return Some(status);
+            }
+        }
+        None
+    })
+    .await
+    .expect("the Observe stream ends");
+    let status = observed.expect("Observe ends with an error while the run goes on");
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+
+    // The run itself finishes within the grace period, on its own stream.
+    let rest = support::collect(run).await;
+    assert_eq!(
+        support::finish(&rest).finish_reason(),
+        pb::FinishReason::Stop
+    );
+    server.wait().await.expect("clean stop");
+}
