@@ -92,6 +92,9 @@ overrides! {
     shutdown_grace_secs: u64 => server.shutdown_grace_secs, "AGENTD_SHUTDOWN_GRACE_SECS";
     /// Milliseconds between store health probes.
     health_interval_ms: u64 => server.health_interval_ms, "AGENTD_HEALTH_INTERVAL_MS";
+    /// Milliseconds after SIGTERM during which health reports NOT_SERVING while calls are still
+    /// accepted, before the drain starts.
+    pre_drain_ms: u64 => server.pre_drain_ms, "AGENTD_PRE_DRAIN_MS";
     /// Address of the Prometheus /metrics endpoint, e.g. 0.0.0.0:9464 (unset: off).
     metrics_listen: SocketAddr => server.metrics_listen, "AGENTD_METRICS_LISTEN", some;
     /// Serve gRPC-web on the gRPC port: true or false.
@@ -111,6 +114,9 @@ overrides! {
     store_wait_timeout_ms: u64 => store.wait_timeout_ms, "AGENTD_STORE_WAIT_TIMEOUT_MS";
     /// Directory of the embedded store.
     data_dir: PathBuf => store.data_dir, "AGENTD_DATA_DIR";
+    /// When the embedded store's writes reach the disk: batch (group commit, at most 100 ms
+    /// after the acknowledgement) or always (before it).
+    store_sync: StoreSync => store.sync, "AGENTD_STORE_SYNC";
     /// Log format: text or json.
     log_format: LogFormat => log.format, "AGENTD_LOG_FORMAT";
     /// Log filter, e.g. info or agentd=debug,info.
@@ -211,6 +217,9 @@ pub struct ServerConfig {
     pub shutdown_grace_secs: u64,
     /// Milliseconds between store health probes.
     pub health_interval_ms: u64,
+    /// Milliseconds after a shutdown signal during which health reports NOT_SERVING while calls
+    /// are still accepted (load balancers stop sending new ones), before the drain.
+    pub pre_drain_ms: u64,
     /// Address of the Prometheus `/metrics` HTTP endpoint; unset: not served.
     pub metrics_listen: Option<SocketAddr>,
 }
@@ -221,12 +230,18 @@ impl Default for ServerConfig {
             listen: SocketAddr::from(([0, 0, 0, 0], 50051)),
             shutdown_grace_secs: 25,
             health_interval_ms: 1000,
+            pre_drain_ms: 0,
             metrics_listen: None,
         }
     }
 }
 
 impl ServerConfig {
+    /// How long health reports NOT_SERVING before the drain starts.
+    pub fn pre_drain(&self) -> Duration {
+        Duration::from_millis(self.pre_drain_ms)
+    }
+
     /// The drain period after a shutdown signal.
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_secs(self.shutdown_grace_secs)
@@ -247,6 +262,21 @@ pub struct StoreConfig {
     pub wait_replicas: u32,
     /// Longest `WAIT` for those replicas, in milliseconds.
     pub wait_timeout_ms: u64,
+    /// When the embedded store's acknowledged writes are on disk.
+    pub sync: StoreSync,
+}
+
+/// When the embedded store's acknowledged writes are on disk.
+#[cfg_attr(test, derive(serde::Serialize))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreSync {
+    /// Group commit: a write is on disk at most 100 ms after it was acknowledged (a crash can
+    /// lose that window; never a half-applied write).
+    #[default]
+    Batch,
+    /// Every write is on disk before it is acknowledged (one fsync per commit batch).
+    Always,
 }
 
 impl Default for StoreConfig {
@@ -256,6 +286,7 @@ impl Default for StoreConfig {
             data_dir: PathBuf::from("./data"),
             wait_replicas: 0,
             wait_timeout_ms: 500,
+            sync: StoreSync::Batch,
         }
     }
 }
@@ -282,6 +313,13 @@ impl StoreConfig {
                 redact_url(url)
             ))
         })?;
+        if self.sync == StoreSync::Always {
+            return Err(ConfigError::Invalid(
+                "store.sync = \"always\" applies to the embedded store; Redis's durability is its \
+                 own (appendfsync in redis.conf, and store.wait_replicas for replicas)"
+                    .into(),
+            ));
+        }
         if self.wait_replicas > 0 && matches!(target, RedisTarget::Cluster(_)) {
             return Err(ConfigError::Invalid(
                 "store.wait_replicas is not supported with redis+cluster:// (WAIT must run on the \

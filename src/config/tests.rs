@@ -217,3 +217,23 @@ fn cluster_and_sentinel_urls_are_checked_at_start_up() {
     }
     assert!(with("redis+sentinel://s:26379/m", 1, 200).kind().is_ok());
 }
+
+#[test]
+fn store_sync_is_for_the_embedded_store() {
+    let config = Config::from_toml("[store]\nsync = \"always\"\n").unwrap();
+    assert_eq!(config.store.sync, StoreSync::Always);
+    assert!(matches!(config.store.kind(), Ok(StoreKind::Embedded(_))));
+    let cli = Cli::try_parse_from(["agentd", "--store-sync", "batch"]).unwrap();
+    let mut applied = config.clone();
+    applied.apply(&cli);
+    assert_eq!(applied.store.sync, StoreSync::Batch);
+    let redis = StoreConfig {
+        url: "redis://a:6379".into(),
+        sync: StoreSync::Always,
+        ..StoreConfig::default()
+    };
+    let err = redis.kind().unwrap_err().to_string();
+    assert!(err.contains("store.sync"), "{err}");
+    let bad = Config::from_toml("[store]\nsync = \"sometimes\"\n");
+    assert!(bad.is_err());
+}

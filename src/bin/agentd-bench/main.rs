@@ -85,6 +85,8 @@ enum Mode {
 enum Stores {
     /// The embedded store.
     Embedded,
+    /// The embedded store with `store.sync = "always"`.
+    EmbeddedSync,
     /// A private redis-server.
     Redis,
     /// A private 3-master Redis Cluster.
@@ -107,12 +109,14 @@ async fn main() -> anyhow::Result<()> {
     let model = sibling(args.model.as_deref(), "mock-openai")?;
     let stores = match args.store {
         Stores::Embedded => vec![StoreKind::Embedded],
+        Stores::EmbeddedSync => vec![StoreKind::EmbeddedSync],
         Stores::Redis => vec![StoreKind::Redis],
         Stores::RedisCluster => vec![StoreKind::RedisCluster],
         Stores::RedisWait => vec![StoreKind::RedisWait],
         Stores::Both => vec![StoreKind::Embedded, StoreKind::Redis],
         Stores::All => vec![
             StoreKind::Embedded,
+            StoreKind::EmbeddedSync,
             StoreKind::Redis,
             StoreKind::RedisCluster,
             StoreKind::RedisWait,
@@ -142,7 +146,7 @@ async fn main() -> anyhow::Result<()> {
         if wanted(Mode::RedisMemory) && store == StoreKind::Redis {
             bench.redis_memory().await?;
         }
-        if wanted(Mode::Capacity) && store != StoreKind::Embedded {
+        if wanted(Mode::Capacity) && !store.embedded() {
             bench.capacity().await?;
         }
         let sentinel = matches!(

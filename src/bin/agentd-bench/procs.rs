@@ -20,6 +20,8 @@ use crate::redis::RedisSet;
 pub enum StoreKind {
     /// The embedded on-disk store (the default deployment of one replica).
     Embedded,
+    /// The embedded store with `store.sync = "always"` (every write on disk before its reply).
+    EmbeddedSync,
     /// A private redis-server (no persistence), as production runs on Redis.
     Redis,
     /// A private 3-master Redis Cluster.
@@ -33,10 +35,16 @@ pub enum StoreKind {
 }
 
 impl StoreKind {
+    /// Whether it is an embedded store (no Redis).
+    pub fn embedded(self) -> bool {
+        matches!(self, Self::Embedded | Self::EmbeddedSync)
+    }
+
     /// Its name in figures and on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Self::Embedded => "embedded",
+            Self::EmbeddedSync => "embedded-sync",
             Self::Redis => "redis",
             Self::RedisCluster => "redis-cluster",
             Self::RedisWait => "redis-wait",
@@ -147,6 +155,11 @@ impl Procs {
                 port,
                 store_url,
                 wait_replicas,
+                if store == StoreKind::EmbeddedSync {
+                    "always"
+                } else {
+                    "batch"
+                },
                 &dir.path().join("data"),
                 model_port,
                 max_runs,
@@ -237,6 +250,7 @@ fn config_text(
     port: u16,
     store_url: &str,
     wait_replicas: u32,
+    sync: &str,
     data: &Path,
     model_port: u16,
     max_runs: usize,
@@ -247,6 +261,7 @@ listen = "127.0.0.1:{port}"
 [store]
 url = "{store_url}"
 wait_replicas = {wait_replicas}
+sync = "{sync}"
 data_dir = "{data}"
 [log]
 filter = "warn"

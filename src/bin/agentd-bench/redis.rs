@@ -61,7 +61,7 @@ impl RedisSet {
     /// Starts what `store` needs (nothing for the embedded store), with its files in `dir`.
     pub async fn start(store: StoreKind, dir: &Path) -> anyhow::Result<Option<Self>> {
         match store {
-            StoreKind::Embedded => Ok(None),
+            StoreKind::Embedded | StoreKind::EmbeddedSync => Ok(None),
             StoreKind::Redis => {
                 let (proc, port) = server(dir, &[]).await?;
                 Ok(Some(Self {
