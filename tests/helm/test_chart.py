@@ -96,6 +96,17 @@ def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {e["name"]: e for e in container.get("env", [])}
 
 
+def as_rendered_for(doc: dict[str, Any], version: str) -> dict[str, Any]:
+    """`doc` as the chart renders it for Kubernetes `version` (rendering here always sees a
+    recent cluster): before 1.30 the preStop sleep action is left out."""
+    if tuple(int(p) for p in version.split(".")[:2]) >= (1, 30) or doc.get("kind") != "Deployment":
+        return doc
+    doc = copy.deepcopy(doc)
+    for container in doc["spec"]["template"]["spec"]["containers"]:
+        container.pop("lifecycle", None)
+    return doc
+
+
 def pod_specs(r: Rendered) -> list[tuple[str, dict[str, Any]]]:
     specs = []
     for obj in r.objects:
@@ -205,7 +216,7 @@ def test_every_manifest_validates_against_kubernetes_schemas(rendered, scenario)
         doc = {k: v for k, v in obj.items() if k != "__source__"}
         for version in KUBE_VERSIONS:
             try:
-                kubernetes_validate.validate(doc, version, strict=True)
+                kubernetes_validate.validate(as_rendered_for(doc, version), version, strict=True)
             except kubernetes_validate.ValidationError as err:
                 pytest.fail(f"{obj['__source__']} {obj['kind']}/{obj['metadata']['name']} "
                             f"is invalid for Kubernetes {version}: {err.message} at {list(err.absolute_path)}")
@@ -277,13 +288,34 @@ def test_custom_ports_follow_through(rendered):
     assert r.one("Service")["spec"]["ports"][0]["port"] == 443
 
 
-def test_termination_grace_is_drain_plus_margin(chart):
-    r = render(chart, {"agentd": {"shutdownGraceSeconds": 40, "terminationGraceMarginSeconds": 7}})
+def test_termination_grace_is_prestop_predrain_drain_plus_margin(chart):
+    r = render(chart, {"agentd": {"preStopSleepSeconds": 2, "preDrainSeconds": 4,
+                                  "shutdownGraceSeconds": 40, "terminationGraceMarginSeconds": 7}})
     pod = r.one("Deployment")["spec"]["template"]["spec"]
-    assert pod["terminationGracePeriodSeconds"] == 47
-    assert env_of(agentd_container(r))["AGENTD_SHUTDOWN_GRACE_SECS"]["value"] == "40"
+    assert pod["terminationGracePeriodSeconds"] == 53
+    container = agentd_container(r)
+    assert env_of(container)["AGENTD_SHUTDOWN_GRACE_SECS"]["value"] == "40"
+    assert env_of(container)["AGENTD_PRE_DRAIN_MS"]["value"] == "4000"
+    assert container["lifecycle"] == {"preStop": {"sleep": {"seconds": 2}}}
     default = render(chart)
-    assert default.one("Deployment")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 30
+    assert default.one("Deployment")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 38
+    assert agentd_container(default)["lifecycle"]["preStop"]["sleep"]["seconds"] == 5
+    off = render(chart, {"agentd": {"preStopSleepSeconds": 0}})
+    assert "lifecycle" not in agentd_container(off)
+    assert off.one("Deployment")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 33
+
+
+def test_startup_does_not_wait_for_the_store(rendered):
+    """agentd serves while Redis is down: a pod scheduled during an outage must not be restarted."""
+    container = agentd_container(rendered["default"])
+    assert container["startupProbe"]["grpc"]["service"] == "liveness"
+
+
+def test_prestop_sleep_is_left_out_before_kubernetes_1_30():
+    """The sleep action is new in 1.30; on older clusters the chart renders without it (and the
+    in-process pre-drain still reports NOT_SERVING before the drain)."""
+    report = helm.lint(CHART, None, strict=True, kube_version="v1.27.0", namespace=NAMESPACE)
+    assert report["errors"] == [], report
 
 
 # --- image --------------------------------------------------------------------------------------

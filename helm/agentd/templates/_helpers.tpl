@@ -119,10 +119,23 @@ Name of the data PVC created by the chart.
 {{- end }}
 
 {{/*
-terminationGracePeriodSeconds: the server's drain time plus a margin, from one value.
+terminationGracePeriodSeconds: the preStop sleep, the pre-drain, the server's drain time and a
+margin.
 */}}
 {{- define "agentd.terminationGracePeriodSeconds" -}}
-{{- add .Values.agentd.shutdownGraceSeconds .Values.agentd.terminationGraceMarginSeconds }}
+{{- $a := .Values.agentd }}
+{{- add (include "agentd.preStopSleepSeconds" .) $a.preDrainSeconds $a.shutdownGraceSeconds $a.terminationGraceMarginSeconds }}
+{{- end }}
+
+{{/*
+The preStop sleep actually rendered: the native sleep action exists from Kubernetes 1.30.
+*/}}
+{{- define "agentd.preStopSleepSeconds" -}}
+{{- if semverCompare ">=1.30-0" .Capabilities.KubeVersion.Version }}
+{{- .Values.agentd.preStopSleepSeconds }}
+{{- else }}
+{{- 0 }}
+{{- end }}
 {{- end }}
 
 {{/*
