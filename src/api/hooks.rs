@@ -58,7 +58,15 @@ pub(crate) async fn start<R, S>(inbound: &mut Streaming<R>) -> Result<S, Status>
 where
     R: Into<Inbound<S>>,
 {
-    match inbound.message().await?.map(Into::into) {
+    first(inbound.message().await?)
+}
+
+/// The stream's first message (`None`: the stream ended first), which must be `start`.
+pub(crate) fn first<R, S>(message: Option<R>) -> Result<S, Status>
+where
+    R: Into<Inbound<S>>,
+{
+    match message.map(Into::into) {
         Some(Inbound::Start(start)) => Ok(start),
         _ => {
             let mut v = Violations::default();

@@ -6,6 +6,8 @@ pub mod approvals;
 pub mod auth;
 pub mod completion;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod hooks;
 pub mod layer;
 mod recall;
