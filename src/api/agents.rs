@@ -78,7 +78,8 @@ pub(crate) fn hooked_generate(
         return Err(v.into_status());
     };
     let binding = hooks::binding(start.hooks.as_ref())?;
-    let (run, parent) = checked_run(metadata, req, limits)?;
+    let (run, parent) =
+        checked_run(metadata, req, limits).map_err(|s| hooks::nested(s, HOOKED_REQUEST))?;
     Ok((run, parent, binding))
 }
 
@@ -583,7 +584,8 @@ impl pb::agent_service_server::AgentService for AgentApi {
         let (stream, trace) = self
             .runtime
             .generate(run, parent, Some(client.clone()))
-            .await?;
+            .await
+            .map_err(|e| hooks::nested(e.into(), HOOKED_REQUEST))?;
         let body = hooks::hooked(stream, client, calls, inbound);
         Ok(traced(body, &trace))
     }

@@ -139,10 +139,11 @@ pub(crate) fn hooked_continue(
     limits: &Limits,
 ) -> Result<(DecisionCall, &'static str, ClientBinding), Status> {
     use pb::hooked_continue::Decision as D;
+    let in_start = |prefix: &'static str| move |s| hooks::nested(s, prefix);
     let (call, prefix) = match &start.decision {
-        Some(D::Approve(r)) => (approval(r, limits)?, APPROVE),
-        Some(D::Decline(r)) => (declining(r, limits)?, DECLINE),
-        Some(D::Resume(r)) => (resumption(r, limits)?, RESUME),
+        Some(D::Approve(r)) => (approval(r, limits).map_err(in_start(APPROVE))?, APPROVE),
+        Some(D::Decline(r)) => (declining(r, limits).map_err(in_start(DECLINE))?, DECLINE),
+        Some(D::Resume(r)) => (resumption(r, limits).map_err(in_start(RESUME))?, RESUME),
         None => {
             let mut v = Violations::default();
             v.add("start.decision", "give approve, decline or resume");
@@ -239,9 +240,12 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
         let parent = run_parent(request.metadata().as_ref(), "", "")?;
         let mut inbound = request.into_inner();
         let start: pb::HookedContinue = hooks::start(&mut inbound).await?;
-        let (call, _, binding) = hooked_continue(&start, &self.limits)?;
+        let (call, prefix, binding) = hooked_continue(&start, &self.limits)?;
         let (client, calls) = ClientHooks::new(binding);
-        let stream = self.decide(call, parent, Some(client.clone())).await?;
+        let stream = self
+            .decide(call, parent, Some(client.clone()))
+            .await
+            .map_err(|s| hooks::nested(s, prefix))?;
         Ok(Response::new(hooks::hooked(stream, client, calls, inbound)))
     }
 }
