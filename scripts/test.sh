@@ -24,6 +24,9 @@ step "buf lint"
 step "cargo test"
 cargo test --locked --all-targets
 
+step "fuzz (bounded)"
+scripts/fuzz-bounded.sh
+
 step "python client"
 cargo build --locked --bins --features mock
 .venv/bin/python -m pytest -q tests/python

@@ -7,7 +7,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::error::Violations;
 use super::{ChunkStream, check_id, check_text, chunk_stream, hooks, to_i32};
-use crate::agent::hooks::ClientHooks;
+use crate::agent::hooks::{ClientBinding, ClientHooks};
 use crate::agent::message::{Message, Part, Role};
 use crate::agent::request::{
     ClientTool, ErrorStrategy, Injection, MemoryRequest, OnDisconnect, RunRequest, StopCondition,
@@ -46,23 +46,66 @@ impl AgentApi {
 }
 
 impl AgentApi {
-    /// Converts and starts a run under the caller's trace (request fields, else metadata);
-    /// `hooks` answer its hook calls.
+    /// Converts and starts a run under the caller's trace (request fields, else metadata).
     async fn start_run(
         &self,
         metadata: &tonic::metadata::MetadataMap,
         req: pb::GenerateRequest,
-        hooks: Option<Arc<ClientHooks>>,
     ) -> Result<(crate::agent::runtime::ChunkStream, TraceIds), Status> {
-        let tracing = req.tracing_options.clone().unwrap_or_default();
-        let parent = super::run_parent(
-            metadata.as_ref(),
-            &tracing.trace_id,
-            &tracing.parent_span_id,
-        )?;
-        let run = run_request(req, &self.limits)?;
-        Ok(self.runtime.generate(run, parent, hooks).await?)
+        let (run, parent) = checked_run(metadata.as_ref(), req, &self.limits)?;
+        Ok(self.runtime.generate(run, parent, None).await?)
     }
+}
+
+/// A GenerateRequest, checked and converted, with the parent of the run it starts (its trace
+/// fields, else `metadata`'s trace).
+pub(crate) fn checked_run(
+    metadata: &http::HeaderMap,
+    req: pb::GenerateRequest,
+    limits: &Limits,
+) -> Result<(RunRequest, Option<opentelemetry::Context>), Status> {
+    let tracing = req.tracing_options.clone().unwrap_or_default();
+    let parent = super::run_parent(metadata, &tracing.trace_id, &tracing.parent_span_id)?;
+    Ok((run_request(req, limits)?, parent))
+}
+
+/// Where a GenerateWithHooks carries its GenerateRequest (its violations' prefix).
+const HOOKED_REQUEST: &str = "start.request";
+
+/// The first message of a GenerateWithHooks, checked: the client's hooks, the run it starts
+/// and that run's parent (as [`checked_run`]).
+pub(crate) fn hooked_generate(
+    metadata: &http::HeaderMap,
+    start: pb::HookedGenerate,
+    limits: &Limits,
+) -> Result<(RunRequest, Option<opentelemetry::Context>, ClientBinding), Status> {
+    let Some(req) = start.request else {
+        let mut v = Violations::default();
+        v.add(HOOKED_REQUEST, "is required");
+        return Err(v.into_status());
+    };
+    let binding = hooks::binding(start.hooks.as_ref())?;
+    let (run, parent) =
+        checked_run(metadata, req, limits).map_err(|s| hooks::nested(s, HOOKED_REQUEST))?;
+    Ok((run, parent, binding))
+}
+
+/// An AbortRequest, checked.
+pub(crate) fn abort_request(req: &pb::AbortRequest, limits: &Limits) -> Result<(), Status> {
+    required_run_id(&req.run_id, limits)?;
+    let mut v = Violations::default();
+    check_text(&mut v, "reason", &req.reason, limits);
+    v.into_result()
+}
+
+/// A GetAgentRequest's id, checked.
+pub(crate) fn agent_id_request(req: &pb::GetAgentRequest) -> Result<(), Status> {
+    if req.agent_id.is_empty() {
+        let mut v = Violations::default();
+        v.add("agent_id", "must not be empty");
+        return Err(v.into_status());
+    }
+    Ok(())
 }
 
 /// A run's response, its metadata naming the run's trace and span.
@@ -521,7 +564,8 @@ fn client_tools(v: &mut Violations, tools: &[pb::ClientTool]) -> Vec<ClientTool>
         .collect()
 }
 
-fn required_run_id(run_id: &str, limits: &Limits) -> Result<(), Status> {
+/// A required run id, checked.
+pub(crate) fn required_run_id(run_id: &str, limits: &Limits) -> Result<(), Status> {
     let mut v = Violations::default();
     if run_id.is_empty() {
         v.add("run_id", "must not be empty");
@@ -542,14 +586,13 @@ impl pb::agent_service_server::AgentService for AgentApi {
     ) -> Result<Response<Self::GenerateWithHooksStream>, Status> {
         let (metadata, _, mut inbound) = request.into_parts();
         let start: pb::HookedGenerate = hooks::start(&mut inbound).await?;
-        let Some(req) = start.request else {
-            let mut v = Violations::default();
-            v.add("start.request", "is required");
-            return Err(v.into_status());
-        };
-        let binding = hooks::binding(start.hooks.as_ref())?;
+        let (run, parent, binding) = hooked_generate(metadata.as_ref(), start, &self.limits)?;
         let (client, calls) = ClientHooks::new(binding);
-        let (stream, trace) = self.start_run(&metadata, req, Some(client.clone())).await?;
+        let (stream, trace) = self
+            .runtime
+            .generate(run, parent, Some(client.clone()))
+            .await
+            .map_err(|e| hooks::nested(e.into(), HOOKED_REQUEST))?;
         let body = hooks::hooked(stream, client, calls, inbound);
         Ok(traced(body, &trace))
     }
@@ -559,7 +602,7 @@ impl pb::agent_service_server::AgentService for AgentApi {
         request: Request<pb::GenerateRequest>,
     ) -> Result<Response<Self::GenerateStream>, Status> {
         let (metadata, _, req) = request.into_parts();
-        let (stream, trace) = self.start_run(&metadata, req, None).await?;
+        let (stream, trace) = self.start_run(&metadata, req).await?;
         Ok(traced(chunk_stream(stream), &trace))
     }
 
@@ -584,10 +627,7 @@ impl pb::agent_service_server::AgentService for AgentApi {
         request: Request<pb::AbortRequest>,
     ) -> Result<Response<pb::AbortResponse>, Status> {
         let req = request.into_inner();
-        required_run_id(&req.run_id, &self.limits)?;
-        let mut v = Violations::default();
-        check_text(&mut v, "reason", &req.reason, &self.limits);
-        v.into_result()?;
+        abort_request(&req, &self.limits)?;
         let aborted = self.runtime.abort(&req.run_id, &req.reason).await?;
         Ok(Response::new(pb::AbortResponse { aborted }))
     }
@@ -605,12 +645,9 @@ impl pb::agent_service_server::AgentService for AgentApi {
         &self,
         request: Request<pb::GetAgentRequest>,
     ) -> Result<Response<pb::Agent>, Status> {
-        let id = request.into_inner().agent_id;
-        if id.is_empty() {
-            let mut v = Violations::default();
-            v.add("agent_id", "must not be empty");
-            return Err(v.into_status());
-        }
+        let req = request.into_inner();
+        agent_id_request(&req)?;
+        let id = req.agent_id;
         self.runtime
             .agents()
             .get(&id)

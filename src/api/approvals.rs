@@ -8,7 +8,7 @@ use super::agents::on_disconnect;
 use super::error::Violations;
 use super::{ChunkStream, check_id, chunk_stream, hooks, run_parent};
 use crate::agent::decision;
-use crate::agent::hooks::ClientHooks;
+use crate::agent::hooks::{ClientBinding, ClientHooks};
 use crate::agent::request::OnDisconnect;
 use crate::agent::runtime::Runtime;
 use crate::agent::state::Decision;
@@ -58,64 +58,108 @@ impl ApprovalApi {
         let stream = self.decide(call, parent, None).await?;
         Ok(Response::new(chunk_stream(stream)))
     }
-
-    /// An Approve, checked.
-    fn approval(&self, req: &pb::ApproveRequest) -> Result<DecisionCall, Status> {
-        self.check_call(&req.run_id, &req.tool_call_id)?;
-        Ok(DecisionCall::of(
-            &req.run_id,
-            &req.tool_call_id,
-            Decision::Approved,
-            req.on_disconnect(),
-        ))
-    }
-
-    /// A Decline, checked.
-    fn declining(&self, req: &pb::DeclineRequest) -> Result<DecisionCall, Status> {
-        self.check_call(&req.run_id, &req.tool_call_id)?;
-        let mut v = Violations::default();
-        if let Some(reason) = &req.reason {
-            super::check_text(&mut v, "reason", reason, &self.limits);
-        }
-        v.into_result()?;
-        Ok(DecisionCall::of(
-            &req.run_id,
-            &req.tool_call_id,
-            decision::decline(req.reason.as_deref()),
-            req.on_disconnect(),
-        ))
-    }
-
-    /// A Resume, checked.
-    fn resumption(&self, req: &pb::ResumeRequest) -> Result<DecisionCall, Status> {
-        self.check_call(&req.run_id, &req.tool_call_id)?;
-        let data = req
-            .data
-            .as_ref()
-            .map_or(serde_json::Value::Null, from_proto_value);
-        Ok(DecisionCall::of(
-            &req.run_id,
-            &req.tool_call_id,
-            Decision::Resumed(data),
-            req.on_disconnect(),
-        ))
-    }
-
-    /// Both ids are required and bounded.
-    fn check_call(&self, run_id: &str, tool_call_id: &str) -> Result<(), Status> {
-        let mut v = Violations::default();
-        for (field, value) in [("run_id", run_id), ("tool_call_id", tool_call_id)] {
-            if value.is_empty() {
-                v.add(field, "must not be empty");
-            }
-            check_id(&mut v, field, value, &self.limits);
-        }
-        v.into_result()
-    }
 }
 
+/// An Approve, checked.
+pub(crate) fn approval(req: &pb::ApproveRequest, limits: &Limits) -> Result<DecisionCall, Status> {
+    check_call(&req.run_id, &req.tool_call_id, limits)?;
+    Ok(DecisionCall::of(
+        &req.run_id,
+        &req.tool_call_id,
+        Decision::Approved,
+        req.on_disconnect(),
+    ))
+}
+
+/// A Decline, checked.
+pub(crate) fn declining(req: &pb::DeclineRequest, limits: &Limits) -> Result<DecisionCall, Status> {
+    check_call(&req.run_id, &req.tool_call_id, limits)?;
+    let mut v = Violations::default();
+    if let Some(reason) = &req.reason {
+        super::check_text(&mut v, "reason", reason, limits);
+    }
+    v.into_result()?;
+    Ok(DecisionCall::of(
+        &req.run_id,
+        &req.tool_call_id,
+        decision::decline(req.reason.as_deref()),
+        req.on_disconnect(),
+    ))
+}
+
+/// A Resume, checked.
+pub(crate) fn resumption(req: &pb::ResumeRequest, limits: &Limits) -> Result<DecisionCall, Status> {
+    check_call(&req.run_id, &req.tool_call_id, limits)?;
+    let data = req
+        .data
+        .as_ref()
+        .map_or(serde_json::Value::Null, from_proto_value);
+    Ok(DecisionCall::of(
+        &req.run_id,
+        &req.tool_call_id,
+        Decision::Resumed(data),
+        req.on_disconnect(),
+    ))
+}
+
+/// Both ids are required and bounded.
+fn check_call(run_id: &str, tool_call_id: &str, limits: &Limits) -> Result<(), Status> {
+    let mut v = Violations::default();
+    for (field, value) in [("run_id", run_id), ("tool_call_id", tool_call_id)] {
+        if value.is_empty() {
+            v.add(field, "must not be empty");
+        }
+        check_id(&mut v, field, value, limits);
+    }
+    v.into_result()
+}
+
+/// A ListPendingRequest's filters, checked.
+pub(crate) fn list_pending_request(
+    req: &pb::ListPendingRequest,
+    limits: &Limits,
+) -> Result<(), Status> {
+    let mut v = Violations::default();
+    for (field, value) in [
+        ("thread_id", &req.thread_id),
+        ("resource_id", &req.resource_id),
+        ("run_id", &req.run_id),
+    ] {
+        if let Some(value) = value {
+            check_id(&mut v, field, value, limits);
+        }
+    }
+    v.into_result()
+}
+
+/// The first message of a ContinueWithHooks, checked: the decision, where it sits in the
+/// message (`start.approve`, … : the prefix of its violations) and the client's hooks.
+pub(crate) fn hooked_continue(
+    start: &pb::HookedContinue,
+    limits: &Limits,
+) -> Result<(DecisionCall, &'static str, ClientBinding), Status> {
+    use pb::hooked_continue::Decision as D;
+    let in_start = |prefix: &'static str| move |s| hooks::nested(s, prefix);
+    let (call, prefix) = match &start.decision {
+        Some(D::Approve(r)) => (approval(r, limits).map_err(in_start(APPROVE))?, APPROVE),
+        Some(D::Decline(r)) => (declining(r, limits).map_err(in_start(DECLINE))?, DECLINE),
+        Some(D::Resume(r)) => (resumption(r, limits).map_err(in_start(RESUME))?, RESUME),
+        None => {
+            let mut v = Violations::default();
+            v.add("start.decision", "give approve, decline or resume");
+            return Err(v.into_status());
+        }
+    };
+    Ok((call, prefix, hooks::binding(start.hooks.as_ref())?))
+}
+
+/// Where a ContinueWithHooks carries each kind of decision.
+const APPROVE: &str = "start.approve";
+const DECLINE: &str = "start.decline";
+const RESUME: &str = "start.resume";
+
 /// A checked decision on one call.
-struct DecisionCall {
+pub(crate) struct DecisionCall {
     run_id: String,
     call_id: String,
     decision: Decision,
@@ -150,17 +194,7 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
         request: Request<pb::ListPendingRequest>,
     ) -> Result<Response<pb::ListPendingResponse>, Status> {
         let req = request.into_inner();
-        let mut v = Violations::default();
-        for (field, value) in [
-            ("thread_id", &req.thread_id),
-            ("resource_id", &req.resource_id),
-            ("run_id", &req.run_id),
-        ] {
-            if let Some(value) = value {
-                check_id(&mut v, field, value, &self.limits);
-            }
-        }
-        v.into_result()?;
+        list_pending_request(&req, &self.limits)?;
         let runs = self
             .runtime
             .pending(
@@ -177,7 +211,7 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
         request: Request<pb::ApproveRequest>,
     ) -> Result<Response<Self::ApproveStream>, Status> {
         let parent = run_parent(request.metadata().as_ref(), "", "")?;
-        let call = self.approval(&request.into_inner())?;
+        let call = approval(&request.into_inner(), &self.limits)?;
         self.decided(call, parent).await
     }
 
@@ -186,7 +220,7 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
         request: Request<pb::DeclineRequest>,
     ) -> Result<Response<Self::DeclineStream>, Status> {
         let parent = run_parent(request.metadata().as_ref(), "", "")?;
-        let call = self.declining(&request.into_inner())?;
+        let call = declining(&request.into_inner(), &self.limits)?;
         self.decided(call, parent).await
     }
 
@@ -195,7 +229,7 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
         request: Request<pb::ResumeRequest>,
     ) -> Result<Response<Self::ResumeStream>, Status> {
         let parent = run_parent(request.metadata().as_ref(), "", "")?;
-        let call = self.resumption(&request.into_inner())?;
+        let call = resumption(&request.into_inner(), &self.limits)?;
         self.decided(call, parent).await
     }
 
@@ -203,23 +237,15 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
         &self,
         request: Request<Streaming<pb::ContinueWithHooksRequest>>,
     ) -> Result<Response<Self::ContinueWithHooksStream>, Status> {
-        use pb::hooked_continue::Decision as D;
         let parent = run_parent(request.metadata().as_ref(), "", "")?;
         let mut inbound = request.into_inner();
         let start: pb::HookedContinue = hooks::start(&mut inbound).await?;
-        let call = match &start.decision {
-            Some(D::Approve(r)) => self.approval(r)?,
-            Some(D::Decline(r)) => self.declining(r)?,
-            Some(D::Resume(r)) => self.resumption(r)?,
-            None => {
-                let mut v = Violations::default();
-                v.add("start.decision", "give approve, decline or resume");
-                return Err(v.into_status());
-            }
-        };
-        let binding = hooks::binding(start.hooks.as_ref())?;
+        let (call, prefix, binding) = hooked_continue(&start, &self.limits)?;
         let (client, calls) = ClientHooks::new(binding);
-        let stream = self.decide(call, parent, Some(client.clone())).await?;
+        let stream = self
+            .decide(call, parent, Some(client.clone()))
+            .await
+            .map_err(|s| hooks::nested(s, prefix))?;
         Ok(Response::new(hooks::hooked(stream, client, calls, inbound)))
     }
 }

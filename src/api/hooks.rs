@@ -8,7 +8,8 @@ use std::sync::Arc;
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use tokio::sync::mpsc;
-use tonic::{Status, Streaming};
+use tonic::{Code, Status, Streaming};
+use tonic_types::StatusExt;
 
 use super::error::Violations;
 use crate::agent::hooks::{ClientBinding, ClientHooks};
@@ -16,6 +17,7 @@ use crate::agent::runtime;
 use crate::config::OnHookFailure;
 use crate::pb;
 use crate::pb::hooked_run_event::Event;
+use crate::telemetry;
 
 /// A hook-answering RPC's response stream.
 pub(crate) type HookedStream =
@@ -58,7 +60,15 @@ pub(crate) async fn start<R, S>(inbound: &mut Streaming<R>) -> Result<S, Status>
 where
     R: Into<Inbound<S>>,
 {
-    match inbound.message().await?.map(Into::into) {
+    first(inbound.message().await?)
+}
+
+/// The stream's first message (`None`: the stream ended first), which must be `start`.
+pub(crate) fn first<R, S>(message: Option<R>) -> Result<S, Status>
+where
+    R: Into<Inbound<S>>,
+{
+    match message.map(Into::into) {
         Some(Inbound::Start(start)) => Ok(start),
         _ => {
             let mut v = Violations::default();
@@ -66,6 +76,35 @@ where
             Err(v.into_status())
         }
     }
+}
+
+/// The metadata keys a trace violation may name: not fields of a message.
+const TRACE_HEADERS: [&str; 4] = [
+    telemetry::X_TRACE_ID,
+    telemetry::X_PARENT_SPAN_ID,
+    telemetry::TRACEPARENT,
+    telemetry::TRACESTATE,
+];
+
+/// A bad request inside `start` names its fields from the stream's message down (e.g.
+/// `start.request.agent_id`, not `agent_id`); the call's trace headers stay as they are.
+pub(crate) fn nested(status: Status, prefix: &str) -> Status {
+    let Some(bad) = status
+        .get_details_bad_request()
+        .filter(|_| status.code() == Code::InvalidArgument)
+    else {
+        return status;
+    };
+    let mut v = Violations::default();
+    for violation in bad.field_violations {
+        let field = if TRACE_HEADERS.contains(&violation.field.as_str()) {
+            violation.field
+        } else {
+            format!("{prefix}.{}", violation.field)
+        };
+        v.add(field, violation.description);
+    }
+    v.into_status()
 }
 
 /// The client's hook declaration, checked: known kinds, each once, a positive deadline.
@@ -225,5 +264,36 @@ async fn next_answer(answers: &mut Option<Answers>) -> Option<Result<Inbound<()>
     match answers {
         Some(stream) => stream.next().await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(status: &Status) -> Vec<String> {
+        let bad = status.get_details_bad_request().unwrap();
+        bad.field_violations.into_iter().map(|v| v.field).collect()
+    }
+
+    #[test]
+    fn nested_prefixes_fields_but_not_trace_headers() {
+        let mut v = Violations::default();
+        v.add("agent_id", "must not be empty");
+        v.add(telemetry::TRACEPARENT, "malformed");
+        let status = nested(v.into_status(), "start.request");
+        assert_eq!(status.code(), Code::InvalidArgument);
+        assert_eq!(fields(&status), ["start.request.agent_id", "traceparent"]);
+        assert_eq!(
+            status.message(),
+            "start.request.agent_id: must not be empty; traceparent: malformed"
+        );
+    }
+
+    #[test]
+    fn nested_leaves_other_statuses_alone() {
+        let status = nested(Status::not_found("no run"), "start.approve");
+        assert_eq!(status.code(), Code::NotFound);
+        assert_eq!(status.message(), "no run");
     }
 }

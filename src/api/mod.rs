@@ -7,6 +7,8 @@ pub mod auth;
 pub mod bounded;
 pub mod completion;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod hooks;
 pub mod layer;
 mod recall;

@@ -10,8 +10,9 @@ use super::error::Violations;
 use super::{check_id, check_text, thread_key, to_i32};
 use crate::config::Limits;
 use crate::pb;
+use crate::store::ThreadKey;
 use crate::tasklist::TaskLists;
-use crate::tasks::{self, Task, TaskStatus};
+use crate::tasks::{self, CompleteInput, Task, TaskStatus, UpdateInput, WriteInput};
 
 /// The TaskService implementation.
 pub struct TaskApi {
@@ -29,11 +30,11 @@ impl TaskApi {
             drain,
         }
     }
+}
 
-    fn check_thread(&self, v: &mut Violations, thread_id: &str, resource_id: &str) {
-        check_id(v, "thread_id", thread_id, &self.limits);
-        check_id(v, "resource_id", resource_id, &self.limits);
-    }
+fn check_thread(v: &mut Violations, thread_id: &str, resource_id: &str, limits: &Limits) {
+    check_id(v, "thread_id", thread_id, limits);
+    check_id(v, "resource_id", resource_id, limits);
 }
 
 /// Converts a validation failure into INVALID_ARGUMENT naming the reference's field paths.
@@ -154,49 +155,113 @@ fn update_args(req: &pb::UpdateRequest) -> Value {
     Value::Object(args)
 }
 
+/// A WriteRequest, checked: its thread (`None` without memory) and the validated list.
+pub(crate) fn write_request(
+    req: &pb::WriteRequest,
+    limits: &Limits,
+) -> Result<(Option<ThreadKey>, WriteInput), Status> {
+    let mut v = Violations::default();
+    check_thread(&mut v, &req.thread_id, &req.resource_id, limits);
+    if req.tasks.len() > limits.max_tasks {
+        v.add(
+            "tasks",
+            format!("must have at most {} tasks", limits.max_tasks),
+        );
+    }
+    for (i, t) in req.tasks.iter().enumerate() {
+        if let Some(id) = &t.id {
+            check_id(&mut v, &format!("tasks.{i}.id"), id, limits);
+        }
+        check_text(&mut v, &format!("tasks.{i}.content"), &t.content, limits);
+        check_text(
+            &mut v,
+            &format!("tasks.{i}.activeForm"),
+            &t.active_form,
+            limits,
+        );
+    }
+    v.into_result()?;
+    let input = tasks::validate_write(&write_args(req)).map_err(|e| {
+        invalid_with(&e, |path| {
+            let index = path.strip_prefix("tasks.")?.strip_suffix(".status")?;
+            let task = req.tasks.get(index.parse::<usize>().ok()?)?;
+            status_from_pb(task.status)
+                .is_none()
+                .then(|| STATUS_REQUIRED.to_owned())
+        })
+    })?;
+    Ok((thread_key(&req.thread_id, &req.resource_id), input))
+}
+
+/// An UpdateRequest, checked: its thread (`None` without memory) and the validated patch.
+pub(crate) fn update_request(
+    req: &pb::UpdateRequest,
+    limits: &Limits,
+) -> Result<(Option<ThreadKey>, UpdateInput), Status> {
+    let mut v = Violations::default();
+    check_thread(&mut v, &req.thread_id, &req.resource_id, limits);
+    check_id(&mut v, "id", &req.id, limits);
+    // Present but unset: the reference has no way to say it, so it is named here.
+    if req.status.is_some_and(|s| status_from_pb(s).is_none()) {
+        v.add("status", STATUS_REQUIRED);
+    }
+    for (field, value) in [("content", &req.content), ("activeForm", &req.active_form)] {
+        if let Some(value) = value {
+            check_text(&mut v, field, value, limits);
+        }
+    }
+    v.into_result()?;
+    let input = tasks::validate_update(&update_args(req)).map_err(|e| invalid(&e))?;
+    Ok((thread_key(&req.thread_id, &req.resource_id), input))
+}
+
+/// A CompleteRequest, checked: its thread (`None` without memory) and the validated id.
+pub(crate) fn complete_request(
+    req: &pb::CompleteRequest,
+    limits: &Limits,
+) -> Result<(Option<ThreadKey>, CompleteInput), Status> {
+    let mut v = Violations::default();
+    check_thread(&mut v, &req.thread_id, &req.resource_id, limits);
+    check_id(&mut v, "id", &req.id, limits);
+    v.into_result()?;
+    let input = tasks::validate_complete(&json!({ "id": req.id })).map_err(|e| invalid(&e))?;
+    Ok((thread_key(&req.thread_id, &req.resource_id), input))
+}
+
+/// A CheckRequest, checked: its thread (`None` without memory).
+pub(crate) fn check_request(
+    req: &pb::CheckRequest,
+    limits: &Limits,
+) -> Result<Option<ThreadKey>, Status> {
+    let mut v = Violations::default();
+    check_thread(&mut v, &req.thread_id, &req.resource_id, limits);
+    v.into_result()?;
+    Ok(thread_key(&req.thread_id, &req.resource_id))
+}
+
+/// A WatchRequest, checked: its thread (both ids required).
+pub(crate) fn watch_request(req: &pb::WatchRequest, limits: &Limits) -> Result<ThreadKey, Status> {
+    let mut v = Violations::default();
+    check_thread(&mut v, &req.thread_id, &req.resource_id, limits);
+    if req.thread_id.is_empty() {
+        v.add("thread_id", "must not be empty");
+    }
+    if req.resource_id.is_empty() {
+        v.add("resource_id", "must not be empty");
+    }
+    v.into_result()?;
+    thread_key(&req.thread_id, &req.resource_id)
+        .ok_or_else(|| Status::invalid_argument("thread_id and resource_id are required"))
+}
+
 #[tonic::async_trait]
 impl pb::task_service_server::TaskService for TaskApi {
     async fn write(
         &self,
         request: Request<pb::WriteRequest>,
     ) -> Result<Response<pb::TaskResult>, Status> {
-        let req = request.into_inner();
-        let mut v = Violations::default();
-        self.check_thread(&mut v, &req.thread_id, &req.resource_id);
-        if req.tasks.len() > self.limits.max_tasks {
-            v.add(
-                "tasks",
-                format!("must have at most {} tasks", self.limits.max_tasks),
-            );
-        }
-        for (i, t) in req.tasks.iter().enumerate() {
-            if let Some(id) = &t.id {
-                check_id(&mut v, &format!("tasks.{i}.id"), id, &self.limits);
-            }
-            check_text(
-                &mut v,
-                &format!("tasks.{i}.content"),
-                &t.content,
-                &self.limits,
-            );
-            check_text(
-                &mut v,
-                &format!("tasks.{i}.activeForm"),
-                &t.active_form,
-                &self.limits,
-            );
-        }
-        v.into_result()?;
-        let input = tasks::validate_write(&write_args(&req)).map_err(|e| {
-            invalid_with(&e, |path| {
-                let index = path.strip_prefix("tasks.")?.strip_suffix(".status")?;
-                let task = req.tasks.get(index.parse::<usize>().ok()?)?;
-                status_from_pb(task.status)
-                    .is_none()
-                    .then(|| STATUS_REQUIRED.to_owned())
-            })
-        })?;
-        let Some(key) = thread_key(&req.thread_id, &req.resource_id) else {
+        let (key, input) = write_request(&request.into_inner(), &self.limits)?;
+        let Some(key) = key else {
             return Ok(Response::new(result_to_pb(tasks::memory_required())));
         };
         let (outcome, _) = self
@@ -210,22 +275,8 @@ impl pb::task_service_server::TaskService for TaskApi {
         &self,
         request: Request<pb::UpdateRequest>,
     ) -> Result<Response<pb::TaskResult>, Status> {
-        let req = request.into_inner();
-        let mut v = Violations::default();
-        self.check_thread(&mut v, &req.thread_id, &req.resource_id);
-        check_id(&mut v, "id", &req.id, &self.limits);
-        // Present but unset: the reference has no way to say it, so it is named here.
-        if req.status.is_some_and(|s| status_from_pb(s).is_none()) {
-            v.add("status", STATUS_REQUIRED);
-        }
-        for (field, value) in [("content", &req.content), ("activeForm", &req.active_form)] {
-            if let Some(value) = value {
-                check_text(&mut v, field, value, &self.limits);
-            }
-        }
-        v.into_result()?;
-        let input = tasks::validate_update(&update_args(&req)).map_err(|e| invalid(&e))?;
-        let Some(key) = thread_key(&req.thread_id, &req.resource_id) else {
+        let (key, input) = update_request(&request.into_inner(), &self.limits)?;
+        let Some(key) = key else {
             return Ok(Response::new(result_to_pb(tasks::memory_required())));
         };
         let (outcome, _) = self
@@ -239,13 +290,8 @@ impl pb::task_service_server::TaskService for TaskApi {
         &self,
         request: Request<pb::CompleteRequest>,
     ) -> Result<Response<pb::TaskResult>, Status> {
-        let req = request.into_inner();
-        let mut v = Violations::default();
-        self.check_thread(&mut v, &req.thread_id, &req.resource_id);
-        check_id(&mut v, "id", &req.id, &self.limits);
-        v.into_result()?;
-        let input = tasks::validate_complete(&json!({ "id": req.id })).map_err(|e| invalid(&e))?;
-        let Some(key) = thread_key(&req.thread_id, &req.resource_id) else {
+        let (key, input) = complete_request(&request.into_inner(), &self.limits)?;
+        let Some(key) = key else {
             return Ok(Response::new(result_to_pb(tasks::memory_required())));
         };
         let (outcome, _) = self
@@ -259,11 +305,7 @@ impl pb::task_service_server::TaskService for TaskApi {
         &self,
         request: Request<pb::CheckRequest>,
     ) -> Result<Response<pb::TaskCheckResult>, Status> {
-        let req = request.into_inner();
-        let mut v = Violations::default();
-        self.check_thread(&mut v, &req.thread_id, &req.resource_id);
-        v.into_result()?;
-        let Some(key) = thread_key(&req.thread_id, &req.resource_id) else {
+        let Some(key) = check_request(&request.into_inner(), &self.limits)? else {
             return Ok(Response::new(check_to_pb(tasks::memory_required_check())));
         };
         let list = self.lists.load(&key).await?;
@@ -276,18 +318,7 @@ impl pb::task_service_server::TaskService for TaskApi {
         &self,
         request: Request<pb::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
-        let req = request.into_inner();
-        let mut v = Violations::default();
-        self.check_thread(&mut v, &req.thread_id, &req.resource_id);
-        if req.thread_id.is_empty() {
-            v.add("thread_id", "must not be empty");
-        }
-        if req.resource_id.is_empty() {
-            v.add("resource_id", "must not be empty");
-        }
-        v.into_result()?;
-        let key = thread_key(&req.thread_id, &req.resource_id)
-            .ok_or_else(|| Status::invalid_argument("thread_id and resource_id are required"))?;
+        let key = watch_request(&request.into_inner(), &self.limits)?;
         let updates = self.lists.watch(&key).await?;
         let stream = updates
             .map(|item| {

@@ -46,74 +46,6 @@ impl ThreadApi {
         }
     }
 
-    /// Both ids required and well-formed.
-    fn key(&self, v: &mut Violations, thread_id: &str, resource_id: &str) -> ThreadKey {
-        self.required_id(v, "thread_id", thread_id);
-        self.required_id(v, "resource_id", resource_id);
-        ThreadKey {
-            thread_id: thread_id.to_owned(),
-            resource_id: resource_id.to_owned(),
-        }
-    }
-
-    fn required_id(&self, v: &mut Violations, field: &str, value: &str) {
-        if value.is_empty() {
-            v.add(field, "is required");
-        } else {
-            check_id(v, field, value, &self.limits);
-        }
-    }
-
-    /// The working memory a request names: its scope, the agent's settings (if any) and the
-    /// thread it reads through (ownership checked for thread scope).
-    fn working_target(
-        &self,
-        v: &mut Violations,
-        resource_id: &str,
-        thread_id: &str,
-        scope: i32,
-        agent_id: &str,
-    ) -> (Scope, Option<Settings>) {
-        self.required_id(v, "resource_id", resource_id);
-        let settings = if agent_id.is_empty() {
-            None
-        } else {
-            match self.agents.get(agent_id) {
-                None => {
-                    v.add("agent_id", format!("unknown agent {agent_id:?}"));
-                    None
-                }
-                Some(agent) => {
-                    let settings = agent.working_memory();
-                    if settings.is_none() {
-                        v.add(
-                            "agent_id",
-                            format!("agent {agent_id:?} has no working memory"),
-                        );
-                    }
-                    settings
-                }
-            }
-        };
-        let scope = match pb::WorkingMemoryScope::try_from(scope) {
-            Ok(pb::WorkingMemoryScope::Resource) => Scope::Resource,
-            Ok(pb::WorkingMemoryScope::Thread) => Scope::Thread,
-            Ok(pb::WorkingMemoryScope::Unspecified) => {
-                settings.as_ref().map_or(Scope::Resource, |s| s.scope)
-            }
-            Err(_) => {
-                v.add("scope", format!("unknown WorkingMemoryScope {scope}"));
-                Scope::Resource
-            }
-        };
-        if scope == Scope::Thread {
-            self.required_id(v, "thread_id", thread_id);
-        } else if !thread_id.is_empty() {
-            check_id(v, "thread_id", thread_id, &self.limits);
-        }
-        (scope, settings)
-    }
-
     /// The key working memory is read and written through, its thread's ownership checked
     /// when one is named (thread scope checks it in the store call itself).
     async fn working_key(
@@ -151,6 +83,213 @@ fn page_size(
             default
         }
     }
+}
+
+/// Both ids required and well-formed.
+fn key(v: &mut Violations, thread_id: &str, resource_id: &str, limits: &Limits) -> ThreadKey {
+    required_id(v, "thread_id", thread_id, limits);
+    required_id(v, "resource_id", resource_id, limits);
+    ThreadKey {
+        thread_id: thread_id.to_owned(),
+        resource_id: resource_id.to_owned(),
+    }
+}
+
+fn required_id(v: &mut Violations, field: &str, value: &str, limits: &Limits) {
+    if value.is_empty() {
+        v.add(field, "is required");
+    } else {
+        check_id(v, field, value, limits);
+    }
+}
+
+/// The working memory a request names: its scope and the agent's settings (if any).
+fn working_target(
+    v: &mut Violations,
+    (limits, agents): (&Limits, &Agents),
+    resource_id: &str,
+    thread_id: &str,
+    scope: i32,
+    agent_id: &str,
+) -> (Scope, Option<Settings>) {
+    required_id(v, "resource_id", resource_id, limits);
+    let settings = if agent_id.is_empty() {
+        None
+    } else {
+        match agents.get(agent_id) {
+            None => {
+                v.add("agent_id", format!("unknown agent {agent_id:?}"));
+                None
+            }
+            Some(agent) => {
+                let settings = agent.working_memory();
+                if settings.is_none() {
+                    v.add(
+                        "agent_id",
+                        format!("agent {agent_id:?} has no working memory"),
+                    );
+                }
+                settings
+            }
+        }
+    };
+    let scope = match pb::WorkingMemoryScope::try_from(scope) {
+        Ok(pb::WorkingMemoryScope::Resource) => Scope::Resource,
+        Ok(pb::WorkingMemoryScope::Thread) => Scope::Thread,
+        Ok(pb::WorkingMemoryScope::Unspecified) => {
+            settings.as_ref().map_or(Scope::Resource, |s| s.scope)
+        }
+        Err(_) => {
+            v.add("scope", format!("unknown WorkingMemoryScope {scope}"));
+            Scope::Resource
+        }
+    };
+    if scope == Scope::Thread {
+        required_id(v, "thread_id", thread_id, limits);
+    } else if !thread_id.is_empty() {
+        check_id(v, "thread_id", thread_id, limits);
+    }
+    (scope, settings)
+}
+
+/// A ListThreadsRequest, checked: its page size and order.
+pub(crate) fn list_threads_request(
+    r: &pb::ListThreadsRequest,
+    limits: &Limits,
+) -> Result<(usize, ThreadOrder), Status> {
+    let mut v = Violations::default();
+    required_id(&mut v, "resource_id", &r.resource_id, limits);
+    let size = page_size(&mut v, "page_size", r.page_size, THREAD_PAGE);
+    let order = match pb::ThreadOrder::try_from(r.order_by) {
+        Ok(pb::ThreadOrder::Updated) => ThreadOrder::Updated,
+        Ok(_) => ThreadOrder::Created,
+        Err(_) => {
+            v.add("order_by", format!("unknown ThreadOrder {}", r.order_by));
+            ThreadOrder::Created
+        }
+    };
+    v.into_result()?;
+    Ok((size, order))
+}
+
+/// The thread a GetThread or DeleteThread request names, checked.
+pub(crate) fn thread_request(
+    thread_id: &str,
+    resource_id: &str,
+    limits: &Limits,
+) -> Result<ThreadKey, Status> {
+    let mut v = Violations::default();
+    let key = key(&mut v, thread_id, resource_id, limits);
+    v.into_result()?;
+    Ok(key)
+}
+
+/// An UpdateThreadRequest, checked: its thread and the new metadata, if any.
+pub(crate) fn update_thread_request(
+    r: &pb::UpdateThreadRequest,
+    limits: &Limits,
+) -> Result<
+    (
+        ThreadKey,
+        Option<serde_json::Map<String, serde_json::Value>>,
+    ),
+    Status,
+> {
+    let mut v = Violations::default();
+    let key = key(&mut v, &r.thread_id, &r.resource_id, limits);
+    if let Some(title) = &r.title {
+        check_text(&mut v, "title", title, limits);
+    }
+    let metadata = r.metadata.as_ref().map(from_proto_struct);
+    if let Some(m) = &metadata {
+        let size = serde_json::to_vec(m).map_or(usize::MAX, |b| b.len());
+        if size > limits.max_text_bytes {
+            v.add(
+                "metadata",
+                format!("must be at most {} bytes as JSON", limits.max_text_bytes),
+            );
+        }
+    }
+    if r.title.is_none() && metadata.is_none() {
+        v.add("title", "set title and / or metadata");
+    }
+    v.into_result()?;
+    Ok((key, metadata))
+}
+
+/// A ListMessagesRequest, checked: its thread and page size.
+pub(crate) fn list_messages_request(
+    r: &pb::ListMessagesRequest,
+    limits: &Limits,
+) -> Result<(ThreadKey, usize), Status> {
+    let mut v = Violations::default();
+    let key = key(&mut v, &r.thread_id, &r.resource_id, limits);
+    let size = page_size(&mut v, "page_size", r.page_size, MESSAGE_PAGE);
+    v.into_result()?;
+    Ok((key, size))
+}
+
+/// A DeleteMessagesRequest, checked: its thread.
+pub(crate) fn delete_messages_request(
+    r: &pb::DeleteMessagesRequest,
+    limits: &Limits,
+) -> Result<ThreadKey, Status> {
+    let mut v = Violations::default();
+    let key = key(&mut v, &r.thread_id, &r.resource_id, limits);
+    if r.message_ids.is_empty() || r.message_ids.len() > MAX_DELETE_IDS {
+        v.add(
+            "message_ids",
+            format!("must name 1 to {MAX_DELETE_IDS} message ids"),
+        );
+    }
+    for (i, id) in r.message_ids.iter().enumerate() {
+        let field = format!("message_ids[{i}]");
+        required_id(&mut v, &field, id, limits);
+    }
+    v.into_result()?;
+    Ok(key)
+}
+
+/// A GetWorkingMemoryRequest, checked: its scope and the agent's settings (if any).
+pub(crate) fn get_working_memory_request(
+    r: &pb::GetWorkingMemoryRequest,
+    checks: (&Limits, &Agents),
+) -> Result<(Scope, Option<Settings>), Status> {
+    let mut v = Violations::default();
+    let target = working_target(
+        &mut v,
+        checks,
+        &r.resource_id,
+        &r.thread_id,
+        r.scope,
+        &r.agent_id,
+    );
+    v.into_result()?;
+    Ok(target)
+}
+
+/// An UpdateWorkingMemoryRequest, checked: its scope and the agent's settings (if any).
+pub(crate) fn update_working_memory_request(
+    r: &pb::UpdateWorkingMemoryRequest,
+    checks: (&Limits, &Agents),
+) -> Result<(Scope, Option<Settings>), Status> {
+    let mut v = Violations::default();
+    let (scope, settings) = working_target(
+        &mut v,
+        checks,
+        &r.resource_id,
+        &r.thread_id,
+        r.scope,
+        &r.agent_id,
+    );
+    check_text(&mut v, "content", &r.content, checks.0);
+    if let Some(settings) = &settings
+        && let Err(e) = settings.check_content(&r.content)
+    {
+        v.add("content", e);
+    }
+    v.into_result()?;
+    Ok((scope, settings))
 }
 
 fn thread_to_pb(t: ThreadSummary) -> pb::Thread {
@@ -199,18 +338,7 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         request: Request<pb::ListThreadsRequest>,
     ) -> Result<Response<pb::ListThreadsResponse>, Status> {
         let r = request.into_inner();
-        let mut v = Violations::default();
-        self.required_id(&mut v, "resource_id", &r.resource_id);
-        let size = page_size(&mut v, "page_size", r.page_size, THREAD_PAGE);
-        let order = match pb::ThreadOrder::try_from(r.order_by) {
-            Ok(pb::ThreadOrder::Updated) => ThreadOrder::Updated,
-            Ok(_) => ThreadOrder::Created,
-            Err(_) => {
-                v.add("order_by", format!("unknown ThreadOrder {}", r.order_by));
-                ThreadOrder::Created
-            }
-        };
-        v.into_result()?;
+        let (size, order) = list_threads_request(&r, &self.limits)?;
         let (threads, next) = self
             .threads
             .list(&r.resource_id, order, &r.page_token, size)
@@ -226,9 +354,7 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         request: Request<pb::GetThreadRequest>,
     ) -> Result<Response<pb::Thread>, Status> {
         let r = request.into_inner();
-        let mut v = Violations::default();
-        let key = self.key(&mut v, &r.thread_id, &r.resource_id);
-        v.into_result()?;
+        let key = thread_request(&r.thread_id, &r.resource_id, &self.limits)?;
         Ok(Response::new(thread_to_pb(self.threads.get(&key).await?)))
     }
 
@@ -237,28 +363,7 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         request: Request<pb::UpdateThreadRequest>,
     ) -> Result<Response<pb::Thread>, Status> {
         let r = request.into_inner();
-        let mut v = Violations::default();
-        let key = self.key(&mut v, &r.thread_id, &r.resource_id);
-        if let Some(title) = &r.title {
-            check_text(&mut v, "title", title, &self.limits);
-        }
-        let metadata = r.metadata.as_ref().map(from_proto_struct);
-        if let Some(m) = &metadata {
-            let size = serde_json::to_vec(m).map_or(usize::MAX, |b| b.len());
-            if size > self.limits.max_text_bytes {
-                v.add(
-                    "metadata",
-                    format!(
-                        "must be at most {} bytes as JSON",
-                        self.limits.max_text_bytes
-                    ),
-                );
-            }
-        }
-        if r.title.is_none() && metadata.is_none() {
-            v.add("title", "set title and / or metadata");
-        }
-        v.into_result()?;
+        let (key, metadata) = update_thread_request(&r, &self.limits)?;
         let thread = self.threads.update(&key, r.title, metadata).await?;
         Ok(Response::new(thread_to_pb(thread)))
     }
@@ -268,9 +373,7 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         request: Request<pb::DeleteThreadRequest>,
     ) -> Result<Response<pb::DeleteThreadResponse>, Status> {
         let r = request.into_inner();
-        let mut v = Violations::default();
-        let key = self.key(&mut v, &r.thread_id, &r.resource_id);
-        v.into_result()?;
+        let key = thread_request(&r.thread_id, &r.resource_id, &self.limits)?;
         let (deleted, runs) = self.threads.delete(&key).await?;
         Ok(Response::new(pb::DeleteThreadResponse {
             deleted,
@@ -283,10 +386,7 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         request: Request<pb::ListMessagesRequest>,
     ) -> Result<Response<pb::ListMessagesResponse>, Status> {
         let r = request.into_inner();
-        let mut v = Violations::default();
-        let key = self.key(&mut v, &r.thread_id, &r.resource_id);
-        let size = page_size(&mut v, "page_size", r.page_size, MESSAGE_PAGE);
-        v.into_result()?;
+        let (key, size) = list_messages_request(&r, &self.limits)?;
         let (page, next) = self
             .threads
             .messages(&key, &r.page_token, size, r.newest_first)
@@ -311,19 +411,7 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         request: Request<pb::DeleteMessagesRequest>,
     ) -> Result<Response<pb::DeleteMessagesResponse>, Status> {
         let r = request.into_inner();
-        let mut v = Violations::default();
-        let key = self.key(&mut v, &r.thread_id, &r.resource_id);
-        if r.message_ids.is_empty() || r.message_ids.len() > MAX_DELETE_IDS {
-            v.add(
-                "message_ids",
-                format!("must name 1 to {MAX_DELETE_IDS} message ids"),
-            );
-        }
-        for (i, id) in r.message_ids.iter().enumerate() {
-            let field = format!("message_ids[{i}]");
-            self.required_id(&mut v, &field, id);
-        }
-        v.into_result()?;
+        let key = delete_messages_request(&r, &self.limits)?;
         let deleted = self.threads.delete_messages(&key, &r.message_ids).await?;
         Ok(Response::new(pb::DeleteMessagesResponse {
             deleted: u32::try_from(deleted).unwrap_or(u32::MAX),
@@ -335,10 +423,7 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         request: Request<pb::GetWorkingMemoryRequest>,
     ) -> Result<Response<pb::WorkingMemory>, Status> {
         let r = request.into_inner();
-        let mut v = Violations::default();
-        let (scope, settings) =
-            self.working_target(&mut v, &r.resource_id, &r.thread_id, r.scope, &r.agent_id);
-        v.into_result()?;
+        let (scope, settings) = get_working_memory_request(&r, (&self.limits, &self.agents))?;
         let key = self
             .working_key(&r.resource_id, &r.thread_id, scope)
             .await?;
@@ -355,16 +440,7 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         request: Request<pb::UpdateWorkingMemoryRequest>,
     ) -> Result<Response<pb::WorkingMemory>, Status> {
         let r = request.into_inner();
-        let mut v = Violations::default();
-        let (scope, settings) =
-            self.working_target(&mut v, &r.resource_id, &r.thread_id, r.scope, &r.agent_id);
-        check_text(&mut v, "content", &r.content, &self.limits);
-        if let Some(settings) = &settings
-            && let Err(e) = settings.check_content(&r.content)
-        {
-            v.add("content", e);
-        }
-        v.into_result()?;
+        let (scope, settings) = update_working_memory_request(&r, (&self.limits, &self.agents))?;
         let value = Bytes::from(r.content.clone());
         let key = self
             .working_key(&r.resource_id, &r.thread_id, scope)
