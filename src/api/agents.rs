@@ -6,6 +6,7 @@ use serde_json::Value;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::error::Violations;
+use super::scope::{check_resource, identity};
 use super::{ChunkStream, check_id, check_text, chunk_stream, hooks, to_i32};
 use crate::agent::hooks::ClientHooks;
 use crate::agent::message::{Message, Part, Role};
@@ -21,6 +22,7 @@ use crate::memory::working;
 use crate::model::{ModelSettings, ToolChoice};
 use crate::pb;
 use crate::telemetry;
+use crate::tenant::Identity;
 
 /// Remembered messages sent to the model when a request does not say.
 const DEFAULT_LAST_MESSAGES: usize = 10;
@@ -39,11 +41,12 @@ impl AgentApi {
 }
 
 impl AgentApi {
-    /// Converts and starts a run under the caller's trace (request fields, else metadata);
-    /// `hooks` answer its hook calls.
+    /// Converts and starts a run of `caller` (its memory in the caller's scope) under the
+    /// caller's trace (request fields, else metadata); `hooks` answer its hook calls.
     async fn start_run(
         &self,
         metadata: &tonic::metadata::MetadataMap,
+        caller: &Identity,
         req: pb::GenerateRequest,
         hooks: Option<Arc<ClientHooks>>,
     ) -> Result<(crate::agent::runtime::ChunkStream, TraceIds), Status> {
@@ -53,7 +56,11 @@ impl AgentApi {
             &tracing.trace_id,
             &tracing.parent_span_id,
         )?;
-        let run = run_request(req, &self.limits)?;
+        let mut run = run_request(req, &self.limits)?;
+        if let Some(memory) = &run.memory {
+            check_resource(caller, "memory.resource", &memory.resource_id)?;
+        }
+        caller.run_owner().clone_into(&mut run.tenant);
         Ok(self.runtime.generate(run, parent, hooks).await?)
     }
 }
@@ -218,6 +225,8 @@ pub fn run_request(req: pb::GenerateRequest, limits: &Limits) -> Result<RunReque
         idempotency_key: (!req.idempotency_key.is_empty()).then_some(req.idempotency_key),
         on_disconnect,
         is_task_complete,
+        // The caller's, set by the handler: the request does not say who it is.
+        tenant: String::new(),
     })
 }
 
@@ -533,7 +542,8 @@ impl pb::agent_service_server::AgentService for AgentApi {
         &self,
         request: Request<Streaming<pb::GenerateWithHooksRequest>>,
     ) -> Result<Response<Self::GenerateWithHooksStream>, Status> {
-        let (metadata, _, mut inbound) = request.into_parts();
+        let (metadata, extensions, mut inbound) = request.into_parts();
+        let caller = identity(&extensions);
         let start: pb::HookedGenerate = hooks::start(&mut inbound).await?;
         let Some(req) = start.request else {
             let mut v = Violations::default();
@@ -542,7 +552,9 @@ impl pb::agent_service_server::AgentService for AgentApi {
         };
         let binding = hooks::binding(start.hooks.as_ref())?;
         let (client, calls) = ClientHooks::new(binding);
-        let (stream, trace) = self.start_run(&metadata, req, Some(client.clone())).await?;
+        let (stream, trace) = self
+            .start_run(&metadata, &caller, req, Some(client.clone()))
+            .await?;
         let body = hooks::hooked(stream, client, calls, inbound);
         Ok(traced(body, &trace))
     }
@@ -551,8 +563,9 @@ impl pb::agent_service_server::AgentService for AgentApi {
         &self,
         request: Request<pb::GenerateRequest>,
     ) -> Result<Response<Self::GenerateStream>, Status> {
-        let (metadata, _, req) = request.into_parts();
-        let (stream, trace) = self.start_run(&metadata, req, None).await?;
+        let (metadata, extensions, req) = request.into_parts();
+        let caller = identity(&extensions);
+        let (stream, trace) = self.start_run(&metadata, &caller, req, None).await?;
         Ok(traced(chunk_stream(stream), &trace))
     }
 
@@ -560,8 +573,10 @@ impl pb::agent_service_server::AgentService for AgentApi {
         &self,
         request: Request<pb::ObserveRequest>,
     ) -> Result<Response<Self::ObserveStream>, Status> {
+        let caller = identity(request.extensions());
         let req = request.into_inner();
         required_run_id(&req.run_id, &self.limits)?;
+        self.runtime.authorize_run(&caller, &req.run_id).await?;
         let stream = self
             .runtime
             .observe(&req.run_id, req.after_sequence)
@@ -573,11 +588,13 @@ impl pb::agent_service_server::AgentService for AgentApi {
         &self,
         request: Request<pb::AbortRequest>,
     ) -> Result<Response<pb::AbortResponse>, Status> {
+        let caller = identity(request.extensions());
         let req = request.into_inner();
         required_run_id(&req.run_id, &self.limits)?;
         let mut v = Violations::default();
         check_text(&mut v, "reason", &req.reason, &self.limits);
         v.into_result()?;
+        self.runtime.authorize_run(&caller, &req.run_id).await?;
         let aborted = self.runtime.abort(&req.run_id, &req.reason).await?;
         Ok(Response::new(pb::AbortResponse { aborted }))
     }

@@ -7,8 +7,10 @@ pub mod auth;
 pub mod completion;
 pub mod error;
 pub mod hooks;
+pub mod jwt;
 pub mod layer;
 mod recall;
+mod scope;
 pub mod tasks;
 pub mod threads;
 

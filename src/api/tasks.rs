@@ -7,11 +7,13 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
 use super::error::Violations;
+use super::scope::{check_resource, identity};
 use super::{check_id, check_text, thread_key, to_i32};
 use crate::config::Limits;
 use crate::pb;
 use crate::tasklist::TaskLists;
 use crate::tasks::{self, Task, TaskStatus};
+use crate::tenant::Identity;
 
 /// The TaskService implementation.
 pub struct TaskApi {
@@ -34,6 +36,15 @@ impl TaskApi {
         check_id(v, "thread_id", thread_id, &self.limits);
         check_id(v, "resource_id", resource_id, &self.limits);
     }
+}
+
+/// A named resource must be in the caller's scope; none (empty) reaches no list, so the
+/// reference's "memory required" outcome answers as for anyone.
+fn check_scope(caller: &Identity, resource_id: &str) -> Result<(), Status> {
+    if resource_id.is_empty() {
+        return Ok(());
+    }
+    check_resource(caller, "resource_id", resource_id)
 }
 
 /// Converts a validation failure into INVALID_ARGUMENT naming the reference's field paths.
@@ -160,6 +171,7 @@ impl pb::task_service_server::TaskService for TaskApi {
         &self,
         request: Request<pb::WriteRequest>,
     ) -> Result<Response<pb::TaskResult>, Status> {
+        let caller = identity(request.extensions());
         let req = request.into_inner();
         let mut v = Violations::default();
         self.check_thread(&mut v, &req.thread_id, &req.resource_id);
@@ -187,6 +199,7 @@ impl pb::task_service_server::TaskService for TaskApi {
             );
         }
         v.into_result()?;
+        check_scope(&caller, &req.resource_id)?;
         let input = tasks::validate_write(&write_args(&req)).map_err(|e| {
             invalid_with(&e, |path| {
                 let index = path.strip_prefix("tasks.")?.strip_suffix(".status")?;
@@ -210,6 +223,7 @@ impl pb::task_service_server::TaskService for TaskApi {
         &self,
         request: Request<pb::UpdateRequest>,
     ) -> Result<Response<pb::TaskResult>, Status> {
+        let caller = identity(request.extensions());
         let req = request.into_inner();
         let mut v = Violations::default();
         self.check_thread(&mut v, &req.thread_id, &req.resource_id);
@@ -224,6 +238,7 @@ impl pb::task_service_server::TaskService for TaskApi {
             }
         }
         v.into_result()?;
+        check_scope(&caller, &req.resource_id)?;
         let input = tasks::validate_update(&update_args(&req)).map_err(|e| invalid(&e))?;
         let Some(key) = thread_key(&req.thread_id, &req.resource_id) else {
             return Ok(Response::new(result_to_pb(tasks::memory_required())));
@@ -239,11 +254,13 @@ impl pb::task_service_server::TaskService for TaskApi {
         &self,
         request: Request<pb::CompleteRequest>,
     ) -> Result<Response<pb::TaskResult>, Status> {
+        let caller = identity(request.extensions());
         let req = request.into_inner();
         let mut v = Violations::default();
         self.check_thread(&mut v, &req.thread_id, &req.resource_id);
         check_id(&mut v, "id", &req.id, &self.limits);
         v.into_result()?;
+        check_scope(&caller, &req.resource_id)?;
         let input = tasks::validate_complete(&json!({ "id": req.id })).map_err(|e| invalid(&e))?;
         let Some(key) = thread_key(&req.thread_id, &req.resource_id) else {
             return Ok(Response::new(result_to_pb(tasks::memory_required())));
@@ -259,10 +276,12 @@ impl pb::task_service_server::TaskService for TaskApi {
         &self,
         request: Request<pb::CheckRequest>,
     ) -> Result<Response<pb::TaskCheckResult>, Status> {
+        let caller = identity(request.extensions());
         let req = request.into_inner();
         let mut v = Violations::default();
         self.check_thread(&mut v, &req.thread_id, &req.resource_id);
         v.into_result()?;
+        check_scope(&caller, &req.resource_id)?;
         let Some(key) = thread_key(&req.thread_id, &req.resource_id) else {
             return Ok(Response::new(check_to_pb(tasks::memory_required_check())));
         };
@@ -276,6 +295,7 @@ impl pb::task_service_server::TaskService for TaskApi {
         &self,
         request: Request<pb::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
+        let caller = identity(request.extensions());
         let req = request.into_inner();
         let mut v = Violations::default();
         self.check_thread(&mut v, &req.thread_id, &req.resource_id);
@@ -286,6 +306,7 @@ impl pb::task_service_server::TaskService for TaskApi {
             v.add("resource_id", "must not be empty");
         }
         v.into_result()?;
+        check_scope(&caller, &req.resource_id)?;
         let key = thread_key(&req.thread_id, &req.resource_id)
             .ok_or_else(|| Status::invalid_argument("thread_id and resource_id are required"))?;
         let updates = self.lists.watch(&key).await?;

@@ -1,5 +1,7 @@
 //! `agentd.v1.ThreadService`: checks requests, hands them to [`crate::memory::threads`] and the
-//! working-memory rules, converts the outcome back.
+//! working-memory rules, converts the outcome back. Every method names a resource, checked
+//! against the caller's tenant; the store's ownership check keeps a tenant from another
+//! resource's thread named by id (PERMISSION_DENIED).
 
 use std::sync::Arc;
 
@@ -7,6 +9,7 @@ use bytes::Bytes;
 use tonic::{Request, Response, Status};
 
 use super::error::Violations;
+use super::scope::{check_resource, identity};
 use super::{check_id, check_text};
 use crate::agent::Agents;
 use crate::agent::message::Message;
@@ -198,6 +201,7 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         &self,
         request: Request<pb::ListThreadsRequest>,
     ) -> Result<Response<pb::ListThreadsResponse>, Status> {
+        let caller = identity(request.extensions());
         let r = request.into_inner();
         let mut v = Violations::default();
         self.required_id(&mut v, "resource_id", &r.resource_id);
@@ -211,6 +215,7 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
             }
         };
         v.into_result()?;
+        check_resource(&caller, "resource_id", &r.resource_id)?;
         let (threads, next) = self
             .threads
             .list(&r.resource_id, order, &r.page_token, size)
@@ -225,10 +230,12 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         &self,
         request: Request<pb::GetThreadRequest>,
     ) -> Result<Response<pb::Thread>, Status> {
+        let caller = identity(request.extensions());
         let r = request.into_inner();
         let mut v = Violations::default();
         let key = self.key(&mut v, &r.thread_id, &r.resource_id);
         v.into_result()?;
+        check_resource(&caller, "resource_id", &r.resource_id)?;
         Ok(Response::new(thread_to_pb(self.threads.get(&key).await?)))
     }
 
@@ -236,6 +243,7 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         &self,
         request: Request<pb::UpdateThreadRequest>,
     ) -> Result<Response<pb::Thread>, Status> {
+        let caller = identity(request.extensions());
         let r = request.into_inner();
         let mut v = Violations::default();
         let key = self.key(&mut v, &r.thread_id, &r.resource_id);
@@ -259,6 +267,7 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
             v.add("title", "set title and / or metadata");
         }
         v.into_result()?;
+        check_resource(&caller, "resource_id", &r.resource_id)?;
         let thread = self.threads.update(&key, r.title, metadata).await?;
         Ok(Response::new(thread_to_pb(thread)))
     }
@@ -267,10 +276,12 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         &self,
         request: Request<pb::DeleteThreadRequest>,
     ) -> Result<Response<pb::DeleteThreadResponse>, Status> {
+        let caller = identity(request.extensions());
         let r = request.into_inner();
         let mut v = Violations::default();
         let key = self.key(&mut v, &r.thread_id, &r.resource_id);
         v.into_result()?;
+        check_resource(&caller, "resource_id", &r.resource_id)?;
         let (deleted, runs) = self.threads.delete(&key).await?;
         Ok(Response::new(pb::DeleteThreadResponse {
             deleted,
@@ -282,11 +293,13 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         &self,
         request: Request<pb::ListMessagesRequest>,
     ) -> Result<Response<pb::ListMessagesResponse>, Status> {
+        let caller = identity(request.extensions());
         let r = request.into_inner();
         let mut v = Violations::default();
         let key = self.key(&mut v, &r.thread_id, &r.resource_id);
         let size = page_size(&mut v, "page_size", r.page_size, MESSAGE_PAGE);
         v.into_result()?;
+        check_resource(&caller, "resource_id", &r.resource_id)?;
         let (page, next) = self
             .threads
             .messages(&key, &r.page_token, size, r.newest_first)
@@ -310,6 +323,7 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         &self,
         request: Request<pb::DeleteMessagesRequest>,
     ) -> Result<Response<pb::DeleteMessagesResponse>, Status> {
+        let caller = identity(request.extensions());
         let r = request.into_inner();
         let mut v = Violations::default();
         let key = self.key(&mut v, &r.thread_id, &r.resource_id);
@@ -324,6 +338,7 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
             self.required_id(&mut v, &field, id);
         }
         v.into_result()?;
+        check_resource(&caller, "resource_id", &r.resource_id)?;
         let deleted = self.threads.delete_messages(&key, &r.message_ids).await?;
         Ok(Response::new(pb::DeleteMessagesResponse {
             deleted: u32::try_from(deleted).unwrap_or(u32::MAX),
@@ -334,11 +349,13 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         &self,
         request: Request<pb::GetWorkingMemoryRequest>,
     ) -> Result<Response<pb::WorkingMemory>, Status> {
+        let caller = identity(request.extensions());
         let r = request.into_inner();
         let mut v = Violations::default();
         let (scope, settings) =
             self.working_target(&mut v, &r.resource_id, &r.thread_id, r.scope, &r.agent_id);
         v.into_result()?;
+        check_resource(&caller, "resource_id", &r.resource_id)?;
         let key = self
             .working_key(&r.resource_id, &r.thread_id, scope)
             .await?;
@@ -354,6 +371,7 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         &self,
         request: Request<pb::UpdateWorkingMemoryRequest>,
     ) -> Result<Response<pb::WorkingMemory>, Status> {
+        let caller = identity(request.extensions());
         let r = request.into_inner();
         let mut v = Violations::default();
         let (scope, settings) =
@@ -365,6 +383,7 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
             v.add("content", e);
         }
         v.into_result()?;
+        check_resource(&caller, "resource_id", &r.resource_id)?;
         let value = Bytes::from(r.content.clone());
         let key = self
             .working_key(&r.resource_id, &r.thread_id, scope)
