@@ -222,4 +222,45 @@ mod tests {
         let err = ApiKeys::new([], ["zz"]).unwrap_err();
         assert!(err.contains("auth.api_key_sha256"), "{err}");
     }
+
+    fn tenants() -> AuthConfig {
+        let toml = format!(
+            "[[auth.tenants]]\nname = \"acme\"\nresource_prefixes = [\"acme/\"]\napi_key_sha256 = [\"{}\"]\n",
+            hex::encode(digest("acme-key"))
+        );
+        let mut config = crate::config::Config::from_toml(&toml).unwrap();
+        config.auth.api_keys = vec!["root".into()];
+        config.auth
+    }
+
+    #[test]
+    fn keys_resolve_to_their_owner() {
+        let keys = ApiKeys::from_config(&tenants()).unwrap();
+        assert!(keys.enabled());
+        let acme = keys.identify(&request(Some("Bearer acme-key"))).unwrap();
+        assert_eq!(acme.tenant(), Some("acme"));
+        assert!(acme.allows_resource("acme/1") && !acme.allows_resource("globex/1"));
+        let root = keys.identify(&request(Some("Bearer root"))).unwrap();
+        assert_eq!(root, Identity::Unscoped);
+        // Shaped like a token, but no [auth.jwt]: just a wrong key.
+        let token = keys.identify(&request(Some("Bearer a.b.c"))).unwrap_err();
+        assert_eq!(token.message(), "invalid API key");
+    }
+
+    #[test]
+    fn a_plain_key_has_one_owner_too() {
+        let mut auth = tenants();
+        auth.api_keys = vec!["acme-key".into()];
+        let err = ApiKeys::from_config(&auth).unwrap_err();
+        assert!(err.contains("belongs to both"), "{err}");
+        assert!(err.contains("auth.tenants[acme]"), "{err}");
+    }
+
+    #[test]
+    fn tokens_are_told_apart_from_keys() {
+        assert!(looks_like_jwt("eyJh.eyJz.c2ln"));
+        assert!(!looks_like_jwt("plain-key"));
+        assert!(!looks_like_jwt("a.b"));
+        assert!(!looks_like_jwt("a.b.c d"));
+    }
 }

@@ -31,7 +31,9 @@ pub struct JwtVerifier {
     jwks_file: Option<PathBuf>,
     reload_every: Option<Duration>,
     hmac: Option<DecodingKey>,
-    validation: Validation,
+    /// One validation per accepted algorithm: the crate wants every algorithm of a
+    /// validation in the family of the key it verifies with.
+    validations: Vec<(Algorithm, Validation)>,
     tenant_claim: String,
 }
 
@@ -39,7 +41,10 @@ impl std::fmt::Debug for JwtVerifier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JwtVerifier")
             .field("jwks_file", &self.jwks_file)
-            .field("algorithms", &self.validation.algorithms)
+            .field(
+                "algorithms",
+                &self.validations.iter().map(|(a, _)| a).collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -69,7 +74,6 @@ impl JwtVerifier {
             None => None,
         };
         let mut validation = Validation::new(Algorithm::RS256);
-        validation.algorithms = config.algorithms();
         validation.leeway = config.leeway_secs;
         validation.validate_nbf = true;
         let mut required = vec!["exp"];
@@ -86,13 +90,22 @@ impl JwtVerifier {
             None => validation.validate_aud = false,
         }
         validation.set_required_spec_claims(&required);
+        let validations = config
+            .algorithms()
+            .into_iter()
+            .map(|alg| {
+                let mut v = validation.clone();
+                v.algorithms = vec![alg];
+                (alg, v)
+            })
+            .collect();
         Ok(Self {
             jwks: RwLock::new(Arc::new(jwks)),
             jwks_file: config.jwks_file.clone(),
             reload_every: (config.jwks_reload_secs > 0)
                 .then(|| Duration::from_secs(config.jwks_reload_secs)),
             hmac,
-            validation,
+            validations,
             tenant_claim: config.tenant_claim.clone(),
         })
     }
@@ -135,12 +148,12 @@ impl JwtVerifier {
     pub fn tenant_of(&self, token: &str) -> Result<String, Status> {
         let header = jsonwebtoken::decode_header(token)
             .map_err(|_| Status::unauthenticated("invalid bearer token"))?;
-        if !self.validation.algorithms.contains(&header.alg) {
+        let Some((_, validation)) = self.validations.iter().find(|(a, _)| *a == header.alg) else {
             return Err(Status::unauthenticated(format!(
                 "token algorithm {:?} is not accepted",
                 header.alg
             )));
-        }
+        };
         let family = header.alg.family();
         let jwks = self.jwks.read().map(|k| k.clone()).unwrap_or_default();
         let candidates: Vec<&DecodingKey> = if family == AlgorithmFamily::Hmac {
@@ -160,7 +173,7 @@ impl JwtVerifier {
         }
         let mut claims = None;
         for key in candidates {
-            match jsonwebtoken::decode::<Map<String, Value>>(token, key, &self.validation) {
+            match jsonwebtoken::decode::<Map<String, Value>>(token, key, validation) {
                 Ok(data) => {
                     claims = Some(data.claims);
                     break;

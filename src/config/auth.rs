@@ -260,3 +260,163 @@ impl AuthConfig {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    const DIGEST_A: &str = "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae";
+    const DIGEST_B: &str = "fcde2b2edba56bf408601fb721fe9b5c338d10ee429ea04fae5511b68fbf8fb9";
+
+    fn check(toml: &str) -> Result<(), String> {
+        let config = Config::from_toml(toml).map_err(|e| e.to_string())?;
+        config.validate().map_err(|e| e.to_string())
+    }
+
+    fn refused(toml: &str, naming: &str) {
+        let err = check(toml).expect_err("refused");
+        assert!(err.contains(naming), "{err}");
+    }
+
+    #[test]
+    fn tenants_with_keys_and_prefixes_are_accepted() {
+        let toml = format!(
+            r#"
+[auth]
+api_key_sha256 = ["{DIGEST_A}"]
+[[auth.tenants]]
+name = "acme"
+resource_prefixes = ["acme/"]
+api_key_sha256 = ["{DIGEST_B}"]
+[[auth.tenants]]
+name = "globex.eu-1"
+resource_prefixes = ["globex/", "gx-"]
+api_key_env = "GLOBEX_KEYS"
+"#
+        );
+        check(&toml).expect("valid");
+        let config = Config::from_toml(&toml).expect("parses");
+        assert!(config.auth.required());
+        assert_eq!(config.auth.tenants[1].resource_prefixes.len(), 2);
+        assert!(!AuthConfig::default().required());
+    }
+
+    #[test]
+    fn duplicate_and_malformed_tenant_names_are_refused() {
+        let tenant = |name: &str| {
+            format!(
+                "[[auth.tenants]]\nname = \"{name}\"\nresource_prefixes = [\"x/\"]\napi_key_env = \"K\"\n"
+            )
+        };
+        refused(
+            &format!("{}{}", tenant("acme"), tenant("acme")),
+            "auth.tenants[1].name: tenant \"acme\" is declared twice",
+        );
+        refused(&tenant(""), "auth.tenants[0].name must be");
+        refused(&tenant("a b"), "auth.tenants[0].name must be");
+    }
+
+    #[test]
+    fn prefixes_must_be_listed_and_non_empty() {
+        refused(
+            "[[auth.tenants]]\nname = \"acme\"\napi_key_env = \"K\"\n",
+            "auth.tenants[acme].resource_prefixes must list at least one prefix",
+        );
+        refused(
+            "[[auth.tenants]]\nname = \"acme\"\nresource_prefixes = [\"\"]\napi_key_env = \"K\"\n",
+            "auth.tenants[acme].resource_prefixes: \"\" must be non-empty",
+        );
+    }
+
+    #[test]
+    fn a_digest_has_one_owner() {
+        refused(
+            &format!(
+                "[auth]\napi_key_sha256 = [\"{DIGEST_A}\"]\n[[auth.tenants]]\nname = \"acme\"\nresource_prefixes = [\"a/\"]\napi_key_sha256 = [\"{DIGEST_A}\"]\n"
+            ),
+            "auth.tenants[acme].api_key_sha256: \"2c26",
+        );
+        refused(
+            &format!(
+                "[[auth.tenants]]\nname = \"acme\"\nresource_prefixes = [\"a/\"]\napi_key_sha256 = [\"{DIGEST_B}\"]\n[[auth.tenants]]\nname = \"globex\"\nresource_prefixes = [\"g/\"]\napi_key_sha256 = [\"{DIGEST_B}\"]\n"
+            ),
+            "is also a key of auth.tenants[acme]",
+        );
+        refused(
+            "[[auth.tenants]]\nname = \"acme\"\nresource_prefixes = [\"a/\"]\napi_key_sha256 = [\"zz\"]\n",
+            "auth.tenants[acme].api_key_sha256: \"zz\" is not 64 hex digits",
+        );
+    }
+
+    #[test]
+    fn a_tenant_needs_a_way_in() {
+        refused(
+            "[[auth.tenants]]\nname = \"acme\"\nresource_prefixes = [\"a/\"]\n",
+            "auth.tenants[acme] has no api_key_sha256 nor api_key_env",
+        );
+        refused(
+            "[[auth.tenants]]\nname = \"acme\"\nresource_prefixes = [\"a/\"]\napi_key_env = \"\"\n",
+            "auth.tenants[acme].api_key_env must name",
+        );
+        // Tokens are a way in.
+        check(
+            "[[auth.tenants]]\nname = \"acme\"\nresource_prefixes = [\"a/\"]\n[auth.jwt]\njwks_file = \"/etc/agentd/jwks.json\"\n",
+        )
+        .expect("valid");
+    }
+
+    #[test]
+    fn jwt_settings_are_checked() {
+        let tenant = "[[auth.tenants]]\nname = \"acme\"\nresource_prefixes = [\"a/\"]\n";
+        refused(
+            "[auth.jwt]\njwks_file = \"j.json\"\n",
+            "auth.jwt needs [[auth.tenants]]",
+        );
+        refused(
+            &format!("{tenant}[auth.jwt]\nissuer = \"i\"\n"),
+            "auth.jwt: set jwks_file and / or hs256_secret_env",
+        );
+        refused(
+            &format!("{tenant}[auth.jwt]\njwks_file = \"j.json\"\nalgorithms = [\"none\"]\n"),
+            "auth.jwt.algorithms: \"none\" is not one of",
+        );
+        refused(
+            &format!("{tenant}[auth.jwt]\njwks_file = \"j.json\"\nalgorithms = [\"HS256\"]\n"),
+            "HS256 needs auth.jwt.hs256_secret_env",
+        );
+        refused(
+            &format!("{tenant}[auth.jwt]\nhs256_secret_env = \"S\"\nalgorithms = [\"ES256\"]\n"),
+            "ES256 needs auth.jwt.jwks_file",
+        );
+        refused(
+            &format!("{tenant}[auth.jwt]\nhs256_secret_env = \"S\"\ntenant_claim = \" \"\n"),
+            "auth.jwt.tenant_claim must not be empty",
+        );
+        refused(
+            &format!("{tenant}[auth.jwt]\nhs256_secret_env = \"S\"\nfoo = 1\n"),
+            "unknown field `foo`",
+        );
+    }
+
+    #[test]
+    fn default_algorithms_follow_the_key_sources() {
+        use jsonwebtoken::Algorithm;
+        let jwks = JwtConfig {
+            jwks_file: Some("j.json".into()),
+            ..JwtConfig::default()
+        };
+        assert!(jwks.algorithms().contains(&Algorithm::ES256));
+        assert!(!jwks.algorithms().contains(&Algorithm::HS256));
+        let secret = JwtConfig {
+            hs256_secret_env: Some("S".into()),
+            ..JwtConfig::default()
+        };
+        assert_eq!(secret.algorithms(), vec![Algorithm::HS256]);
+        let pinned = JwtConfig {
+            algorithms: vec!["ES256".into()],
+            ..jwks
+        };
+        assert_eq!(pinned.algorithms(), vec![Algorithm::ES256]);
+    }
+}
