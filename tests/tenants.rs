@@ -900,3 +900,86 @@ async fn jwt_bearer_tokens_map_to_tenants() {
     assert!(reloaded, "the reloaded JWKS verifies the new key");
     server.stop().await.expect("stop");
 }
+
+/// `agentd --check-config` on `config` with only `env` among the variables this file names.
+fn check_config(config: &str, env: &[(&str, &str)]) -> (bool, String) {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("agentd.toml");
+    std::fs::write(&path, config).expect("write config");
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_agentd"));
+    command.arg("--check-config").arg("--config").arg(&path);
+    for (_, name) in agentd::config::OVERRIDES {
+        command.env_remove(name);
+    }
+    command
+        .env_remove("CHECK_ACME_KEYS")
+        .env_remove("CHECK_GLOBEX_KEYS");
+    let out = command
+        .envs(env.iter().copied())
+        .output()
+        .expect("agentd runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn check_config_reads_tenant_keys_and_the_jwks_as_the_server_would() {
+    let tenants = "[[auth.tenants]]\nname = \"acme\"\nresource_prefixes = [\"acme/\"]\napi_key_env = \"CHECK_ACME_KEYS\"\n\
+                   [[auth.tenants]]\nname = \"globex\"\nresource_prefixes = [\"globex/\"]\napi_key_env = \"CHECK_GLOBEX_KEYS\"\n";
+    let both = [("CHECK_ACME_KEYS", "a1,a2"), ("CHECK_GLOBEX_KEYS", "g1")];
+    let (ok, stderr) = check_config(tenants, &both);
+    assert!(ok, "{stderr}");
+    let (ok, stderr) = check_config(tenants, &both[..1]);
+    assert!(!ok);
+    assert!(
+        stderr.contains(
+            "auth.tenants[globex].api_key_env: environment variable CHECK_GLOBEX_KEYS is not set"
+        ),
+        "{stderr}"
+    );
+    let shared = [
+        ("CHECK_ACME_KEYS", "a1,same"),
+        ("CHECK_GLOBEX_KEYS", "same"),
+    ];
+    let (ok, stderr) = check_config(tenants, &shared);
+    assert!(!ok);
+    assert!(
+        stderr.contains("belongs to both auth.tenants[acme] and auth.tenants[globex]"),
+        "{stderr}"
+    );
+    let shared = [
+        ("CHECK_ACME_KEYS", "a1"),
+        ("CHECK_GLOBEX_KEYS", "g1"),
+        ("AGENTD_API_KEYS", "a1"),
+    ];
+    let (ok, stderr) = check_config(tenants, &shared);
+    assert!(!ok);
+    assert!(stderr.contains("the unscoped keys"), "{stderr}");
+
+    let jwt = format!("{tenants}[auth.jwt]\njwks_file = \"/nonexistent/jwks.json\"\n");
+    let (ok, stderr) = check_config(&jwt, &both);
+    assert!(!ok);
+    assert!(
+        stderr.contains("auth.jwt.jwks_file: cannot read /nonexistent/jwks.json"),
+        "{stderr}"
+    );
+    let dir = tempfile::tempdir().expect("dir");
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, r#"{"keys": [{"kty": "oct", "k": "c2VjcmV0"}]}"#).expect("write");
+    let jwt = format!("{tenants}[auth.jwt]\njwks_file = \"{}\"\n", jwks.display());
+    let (ok, stderr) = check_config(&jwt, &both);
+    assert!(!ok);
+    assert!(
+        stderr.contains("keys[0] is a symmetric (oct) key"),
+        "{stderr}"
+    );
+    write_jwks(&jwks, vec![ed_key(1, "k1").1]);
+    let (ok, stderr) = check_config(&jwt, &both);
+    assert!(ok, "{stderr}");
+    let secret = format!("{tenants}[auth.jwt]\nhs256_secret_env = \"CHECK_SECRET\"\n");
+    let (ok, stderr) = check_config(&secret, &[both[0], both[1], ("CHECK_SECRET", "short")]);
+    assert!(!ok);
+    assert!(stderr.contains("must be at least 32 bytes"), "{stderr}");
+}
