@@ -37,6 +37,11 @@ async fn main() -> ExitCode {
             }
             return ExitCode::from(2);
         }
+        // Keys from the environment, the JWKS file: what the server would refuse to start on.
+        if let Err(e) = agentd::api::auth::ApiKeys::from_config(&config.auth) {
+            eprintln!("agentd: {e}");
+            return ExitCode::from(2);
+        }
         if let Err(e) = agentd::mcp::McpHub::check(&config.mcp_servers) {
             eprintln!("agentd: {e}");
             return ExitCode::from(2);

@@ -252,14 +252,15 @@ async fn serve(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
 
-    let keys = ApiKeys::new(
-        config.auth.api_keys.iter().map(String::as_str),
-        config.auth.api_key_sha256.iter().map(String::as_str),
-    )
-    .map_err(anyhow::Error::msg)?;
+    let keys = ApiKeys::from_config(&config.auth).map_err(anyhow::Error::msg)?;
+    keys.watch_jwks();
     let keys_required = keys.enabled();
     if keys_required {
-        info!("bearer API keys required on agentd.v1 services");
+        info!(
+            tenants = config.auth.tenants.len(),
+            jwt = config.auth.jwt.is_some(),
+            "bearer API keys required on agentd.v1 services"
+        );
     }
     // Auth and the RPC span of every agentd call; health and reflection stay outside it.
     let rpc = RpcLayer::new(keys);

@@ -60,6 +60,10 @@ pub struct RunRecord {
     /// The trace of the run's first span, for links from continuations.
     #[serde(default)]
     pub trace: Option<(String, String)>,
+    /// The tenant that started the run (empty: an unscoped caller); only it (and unscoped
+    /// callers) may observe, abort or decide the run.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tenant: String,
 }
 
 /// What recording a decision left to do.
@@ -97,6 +101,7 @@ impl RunRecord {
             state: None,
             expires_at_ms: None,
             trace: Some(trace),
+            tenant: request.tenant.clone(),
         }
     }
 

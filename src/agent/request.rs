@@ -204,6 +204,9 @@ pub struct RunRequest {
     /// Completion scorers (the request's, else the agent's).
     #[serde(default)]
     pub is_task_complete: Option<CompletionConfig>,
+    /// The tenant starting the run (empty: unscoped); set by the API from the caller.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tenant: String,
 }
 
 impl RunRequest {

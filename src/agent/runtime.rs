@@ -7,6 +7,7 @@
 mod abort;
 mod decide;
 mod observe;
+mod scope;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -156,7 +157,7 @@ impl Runtime {
                 .deps
                 .store
                 .claim_key(
-                    &format!("idempotency:{key}"),
+                    &scope::idempotency_key(&request.tenant, key),
                     Bytes::from(claim),
                     IDEMPOTENCY_TTL,
                 )
@@ -170,7 +171,10 @@ impl Runtime {
                 }
                 let first = existing["run_id"].as_str().unwrap_or_default().to_owned();
                 if let Some(doc) = self.deps.store.get_run(&first).await? {
-                    let trace = decode_record(&doc)?.trace.unwrap_or_default();
+                    let record = decode_record(&doc)?;
+                    // The key's first attempt named another tenant's run id: never replay that.
+                    scope::check_same_tenant(&request.tenant, &record.tenant, &first)?;
+                    let trace = record.trace.unwrap_or_default();
                     return Ok((self.observe(&first, 0).await?, trace));
                 }
                 // The first attempt never got its run started: start it now under its id.
@@ -197,7 +201,9 @@ impl Runtime {
         let version = match self.write_record(&run_id, 0, &record).await? {
             Cas::Written(v) => v,
             Cas::Conflict(_) if request.idempotency_key.is_some() => {
-                // An identical request won the race to start it: follow that run.
+                // An identical request won the race to start it: follow that run (when it is
+                // this tenant's: a run id another tenant chose is merely taken).
+                self.check_run_tenant(&request.tenant, &run_id).await?;
                 return Ok((self.observe(&run_id, 0).await?, trace));
             }
             Cas::Conflict(_) => {

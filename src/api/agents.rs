@@ -6,6 +6,7 @@ use serde_json::Value;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::error::Violations;
+use super::scope::{check_resource, identity};
 use super::{ChunkStream, check_id, check_text, chunk_stream, hooks, to_i32};
 use crate::agent::hooks::{ClientBinding, ClientHooks};
 use crate::agent::message::{Message, Part, Role};
@@ -21,6 +22,7 @@ use crate::memory::working;
 use crate::model::{ModelSettings, ToolChoice};
 use crate::pb;
 use crate::telemetry;
+use crate::tenant::Identity;
 use tokio_util::sync::CancellationToken;
 
 /// Remembered messages sent to the model when a request does not say.
@@ -46,13 +48,16 @@ impl AgentApi {
 }
 
 impl AgentApi {
-    /// Converts and starts a run under the caller's trace (request fields, else metadata).
+    /// Converts and starts a run of `caller` (its memory in the caller's scope) under the
+    /// caller's trace (request fields, else metadata).
     async fn start_run(
         &self,
         metadata: &tonic::metadata::MetadataMap,
+        caller: &Identity,
         req: pb::GenerateRequest,
     ) -> Result<(crate::agent::runtime::ChunkStream, TraceIds), Status> {
-        let (run, parent) = checked_run(metadata.as_ref(), req, &self.limits)?;
+        let (mut run, parent) = checked_run(metadata.as_ref(), req, &self.limits)?;
+        scope_run(caller, &mut run)?;
         Ok(self.runtime.generate(run, parent, None).await?)
     }
 }
@@ -268,6 +273,8 @@ pub fn run_request(req: pb::GenerateRequest, limits: &Limits) -> Result<RunReque
         idempotency_key: (!req.idempotency_key.is_empty()).then_some(req.idempotency_key),
         on_disconnect,
         is_task_complete,
+        // The caller's, set by the handler: the request does not say who it is.
+        tenant: String::new(),
     })
 }
 
@@ -574,6 +581,16 @@ pub(crate) fn required_run_id(run_id: &str, limits: &Limits) -> Result<(), Statu
     v.into_result()
 }
 
+/// Holds a run to its caller: its memory must be in the caller's scope, and the run belongs to
+/// the caller's tenant (Observe, Abort and decisions of other tenants do not find it).
+fn scope_run(caller: &Identity, run: &mut RunRequest) -> Result<(), Status> {
+    if let Some(memory) = &run.memory {
+        check_resource(caller, "memory.resource", &memory.resource_id)?;
+    }
+    caller.run_owner().clone_into(&mut run.tenant);
+    Ok(())
+}
+
 #[tonic::async_trait]
 impl pb::agent_service_server::AgentService for AgentApi {
     type GenerateStream = ChunkStream;
@@ -584,9 +601,11 @@ impl pb::agent_service_server::AgentService for AgentApi {
         &self,
         request: Request<Streaming<pb::GenerateWithHooksRequest>>,
     ) -> Result<Response<Self::GenerateWithHooksStream>, Status> {
-        let (metadata, _, mut inbound) = request.into_parts();
+        let (metadata, extensions, mut inbound) = request.into_parts();
+        let caller = identity(&extensions);
         let start: pb::HookedGenerate = hooks::start(&mut inbound).await?;
-        let (run, parent, binding) = hooked_generate(metadata.as_ref(), start, &self.limits)?;
+        let (mut run, parent, binding) = hooked_generate(metadata.as_ref(), start, &self.limits)?;
+        scope_run(&caller, &mut run)?;
         let (client, calls) = ClientHooks::new(binding);
         let (stream, trace) = self
             .runtime
@@ -601,8 +620,9 @@ impl pb::agent_service_server::AgentService for AgentApi {
         &self,
         request: Request<pb::GenerateRequest>,
     ) -> Result<Response<Self::GenerateStream>, Status> {
-        let (metadata, _, req) = request.into_parts();
-        let (stream, trace) = self.start_run(&metadata, req).await?;
+        let (metadata, extensions, req) = request.into_parts();
+        let caller = identity(&extensions);
+        let (stream, trace) = self.start_run(&metadata, &caller, req).await?;
         Ok(traced(chunk_stream(stream), &trace))
     }
 
@@ -610,8 +630,10 @@ impl pb::agent_service_server::AgentService for AgentApi {
         &self,
         request: Request<pb::ObserveRequest>,
     ) -> Result<Response<Self::ObserveStream>, Status> {
+        let caller = identity(request.extensions());
         let req = request.into_inner();
         required_run_id(&req.run_id, &self.limits)?;
+        self.runtime.authorize_run(&caller, &req.run_id).await?;
         let stream = self
             .runtime
             .observe(&req.run_id, req.after_sequence)
@@ -626,8 +648,10 @@ impl pb::agent_service_server::AgentService for AgentApi {
         &self,
         request: Request<pb::AbortRequest>,
     ) -> Result<Response<pb::AbortResponse>, Status> {
+        let caller = identity(request.extensions());
         let req = request.into_inner();
         abort_request(&req, &self.limits)?;
+        self.runtime.authorize_run(&caller, &req.run_id).await?;
         let aborted = self.runtime.abort(&req.run_id, &req.reason).await?;
         Ok(Response::new(pb::AbortResponse { aborted }))
     }

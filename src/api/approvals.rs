@@ -6,6 +6,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::agents::on_disconnect;
 use super::error::Violations;
+use super::scope::{check_resource, identity};
 use super::{ChunkStream, check_id, chunk_stream, hooks, run_parent};
 use crate::agent::decision;
 use crate::agent::hooks::{ClientBinding, ClientHooks};
@@ -15,6 +16,7 @@ use crate::agent::state::Decision;
 use crate::config::Limits;
 use crate::json::from_proto_value;
 use crate::pb;
+use crate::tenant::Identity;
 
 /// The ApprovalService implementation.
 pub struct ApprovalApi {
@@ -29,13 +31,15 @@ impl ApprovalApi {
     }
 
     /// Records a decision; the continuation runs under the call's span (see [`run_parent`])
-    /// and calls `hooks` when the caller answers some.
+    /// and calls `hooks` when the caller answers some. Another tenant's run is NOT_FOUND.
     async fn decide(
         &self,
+        caller: &Identity,
         call: DecisionCall,
         parent: Option<opentelemetry::Context>,
         hooks: Option<Arc<ClientHooks>>,
     ) -> Result<crate::agent::runtime::ChunkStream, Status> {
+        self.runtime.authorize_run(caller, &call.run_id).await?;
         Ok(self
             .runtime
             .decide(
@@ -52,10 +56,11 @@ impl ApprovalApi {
     /// A unary-started decision's response.
     async fn decided(
         &self,
+        caller: &Identity,
         call: DecisionCall,
         parent: Option<opentelemetry::Context>,
     ) -> Result<Response<ChunkStream>, Status> {
-        let stream = self.decide(call, parent, None).await?;
+        let stream = self.decide(caller, call, parent, None).await?;
         Ok(Response::new(chunk_stream(stream)))
     }
 }
@@ -193,14 +198,19 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
         &self,
         request: Request<pb::ListPendingRequest>,
     ) -> Result<Response<pb::ListPendingResponse>, Status> {
+        let caller = identity(request.extensions());
         let req = request.into_inner();
         list_pending_request(&req, &self.limits)?;
+        if let Some(resource) = nonempty(&req.resource_id) {
+            check_resource(&caller, "resource_id", resource)?;
+        }
         let runs = self
             .runtime
             .pending(
                 nonempty(&req.thread_id),
                 nonempty(&req.resource_id),
                 nonempty(&req.run_id),
+                &caller,
             )
             .await?;
         Ok(Response::new(pb::ListPendingResponse { runs }))
@@ -211,8 +221,9 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
         request: Request<pb::ApproveRequest>,
     ) -> Result<Response<Self::ApproveStream>, Status> {
         let parent = run_parent(request.metadata().as_ref(), "", "")?;
+        let caller = identity(request.extensions());
         let call = approval(&request.into_inner(), &self.limits)?;
-        self.decided(call, parent).await
+        self.decided(&caller, call, parent).await
     }
 
     async fn decline(
@@ -220,8 +231,9 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
         request: Request<pb::DeclineRequest>,
     ) -> Result<Response<Self::DeclineStream>, Status> {
         let parent = run_parent(request.metadata().as_ref(), "", "")?;
+        let caller = identity(request.extensions());
         let call = declining(&request.into_inner(), &self.limits)?;
-        self.decided(call, parent).await
+        self.decided(&caller, call, parent).await
     }
 
     async fn resume(
@@ -229,8 +241,9 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
         request: Request<pb::ResumeRequest>,
     ) -> Result<Response<Self::ResumeStream>, Status> {
         let parent = run_parent(request.metadata().as_ref(), "", "")?;
+        let caller = identity(request.extensions());
         let call = resumption(&request.into_inner(), &self.limits)?;
-        self.decided(call, parent).await
+        self.decided(&caller, call, parent).await
     }
 
     async fn continue_with_hooks(
@@ -238,12 +251,13 @@ impl pb::approval_service_server::ApprovalService for ApprovalApi {
         request: Request<Streaming<pb::ContinueWithHooksRequest>>,
     ) -> Result<Response<Self::ContinueWithHooksStream>, Status> {
         let parent = run_parent(request.metadata().as_ref(), "", "")?;
+        let caller = identity(request.extensions());
         let mut inbound = request.into_inner();
         let start: pb::HookedContinue = hooks::start(&mut inbound).await?;
         let (call, prefix, binding) = hooked_continue(&start, &self.limits)?;
         let (client, calls) = ClientHooks::new(binding);
         let stream = self
-            .decide(call, parent, Some(client.clone()))
+            .decide(&caller, call, parent, Some(client.clone()))
             .await
             .map_err(|s| hooks::nested(s, prefix))?;
         Ok(Response::new(hooks::hooked(stream, client, calls, inbound)))

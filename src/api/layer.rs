@@ -1,5 +1,6 @@
-//! The tower layer around every agentd service: bearer-key authentication, then the call's
-//! `rpc` span under the trace its metadata names, entered while the service handles the call.
+//! The tower layer around every agentd service: bearer-key authentication (the caller's
+//! [`crate::tenant::Identity`] goes into the request's extensions), then the call's `rpc` span
+//! under the trace its metadata names, entered while the service handles the call.
 //!
 //! Health and reflection are not wrapped, so probes and grpcurl discovery need no key. For a
 //! server-streaming call the span covers the call (until the handler returns its stream), not
@@ -74,11 +75,15 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<B>) -> Self::Future {
+    fn call(&mut self, mut request: Request<B>) -> Self::Future {
         let reject =
             |status: tonic::Status| Either::Left(std::future::ready(Ok(status.into_http())));
-        if let Err(status) = self.keys.check(request.headers()) {
-            return reject(status);
+        // Handlers scope data by the caller's identity (tonic hands extensions through).
+        match self.keys.identify(request.headers()) {
+            Ok(identity) => {
+                request.extensions_mut().insert(identity);
+            }
+            Err(status) => return reject(status),
         }
         let method = method_name(request.uri().path());
         let parent = match telemetry::parent_context(request.headers(), "", "") {

@@ -10,8 +10,10 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod hooks;
+pub mod jwt;
 pub mod layer;
 mod recall;
+mod scope;
 pub mod tasks;
 pub mod threads;
 

@@ -7,12 +7,14 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
 use super::error::Violations;
+use super::scope::{check_resource, identity};
 use super::{check_id, check_text, thread_key, to_i32};
 use crate::config::Limits;
 use crate::pb;
 use crate::store::ThreadKey;
 use crate::tasklist::TaskLists;
 use crate::tasks::{self, CompleteInput, Task, TaskStatus, UpdateInput, WriteInput};
+use crate::tenant::Identity;
 
 /// The TaskService implementation.
 pub struct TaskApi {
@@ -35,6 +37,15 @@ impl TaskApi {
 fn check_thread(v: &mut Violations, thread_id: &str, resource_id: &str, limits: &Limits) {
     check_id(v, "thread_id", thread_id, limits);
     check_id(v, "resource_id", resource_id, limits);
+}
+
+/// A named resource must be in the caller's scope; none (empty) reaches no list, so the
+/// reference's "memory required" outcome answers as for anyone.
+fn check_scope(caller: &Identity, resource_id: &str) -> Result<(), Status> {
+    if resource_id.is_empty() {
+        return Ok(());
+    }
+    check_resource(caller, "resource_id", resource_id)
 }
 
 /// Converts a validation failure into INVALID_ARGUMENT naming the reference's field paths.
@@ -260,7 +271,10 @@ impl pb::task_service_server::TaskService for TaskApi {
         &self,
         request: Request<pb::WriteRequest>,
     ) -> Result<Response<pb::TaskResult>, Status> {
-        let (key, input) = write_request(&request.into_inner(), &self.limits)?;
+        let caller = identity(request.extensions());
+        let req = request.into_inner();
+        let (key, input) = write_request(&req, &self.limits)?;
+        check_scope(&caller, &req.resource_id)?;
         let Some(key) = key else {
             return Ok(Response::new(result_to_pb(tasks::memory_required())));
         };
@@ -275,7 +289,10 @@ impl pb::task_service_server::TaskService for TaskApi {
         &self,
         request: Request<pb::UpdateRequest>,
     ) -> Result<Response<pb::TaskResult>, Status> {
-        let (key, input) = update_request(&request.into_inner(), &self.limits)?;
+        let caller = identity(request.extensions());
+        let req = request.into_inner();
+        let (key, input) = update_request(&req, &self.limits)?;
+        check_scope(&caller, &req.resource_id)?;
         let Some(key) = key else {
             return Ok(Response::new(result_to_pb(tasks::memory_required())));
         };
@@ -290,7 +307,10 @@ impl pb::task_service_server::TaskService for TaskApi {
         &self,
         request: Request<pb::CompleteRequest>,
     ) -> Result<Response<pb::TaskResult>, Status> {
-        let (key, input) = complete_request(&request.into_inner(), &self.limits)?;
+        let caller = identity(request.extensions());
+        let req = request.into_inner();
+        let (key, input) = complete_request(&req, &self.limits)?;
+        check_scope(&caller, &req.resource_id)?;
         let Some(key) = key else {
             return Ok(Response::new(result_to_pb(tasks::memory_required())));
         };
@@ -305,7 +325,11 @@ impl pb::task_service_server::TaskService for TaskApi {
         &self,
         request: Request<pb::CheckRequest>,
     ) -> Result<Response<pb::TaskCheckResult>, Status> {
-        let Some(key) = check_request(&request.into_inner(), &self.limits)? else {
+        let caller = identity(request.extensions());
+        let req = request.into_inner();
+        let key = check_request(&req, &self.limits)?;
+        check_scope(&caller, &req.resource_id)?;
+        let Some(key) = key else {
             return Ok(Response::new(check_to_pb(tasks::memory_required_check())));
         };
         let list = self.lists.load(&key).await?;
@@ -318,7 +342,10 @@ impl pb::task_service_server::TaskService for TaskApi {
         &self,
         request: Request<pb::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
-        let key = watch_request(&request.into_inner(), &self.limits)?;
+        let caller = identity(request.extensions());
+        let req = request.into_inner();
+        let key = watch_request(&req, &self.limits)?;
+        check_scope(&caller, &req.resource_id)?;
         let updates = self.lists.watch(&key).await?;
         let stream = updates
             .map(|item| {

@@ -1,5 +1,7 @@
 //! `agentd.v1.ThreadService`: checks requests, hands them to [`crate::memory::threads`] and the
-//! working-memory rules, converts the outcome back.
+//! working-memory rules, converts the outcome back. Every method names a resource, checked
+//! against the caller's tenant; the store's ownership check keeps a tenant from another
+//! resource's thread named by id (PERMISSION_DENIED).
 
 use std::sync::Arc;
 
@@ -7,6 +9,7 @@ use bytes::Bytes;
 use tonic::{Request, Response, Status};
 
 use super::error::Violations;
+use super::scope::{check_resource, identity};
 use super::{check_id, check_text};
 use crate::agent::Agents;
 use crate::agent::message::Message;
@@ -337,8 +340,10 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         &self,
         request: Request<pb::ListThreadsRequest>,
     ) -> Result<Response<pb::ListThreadsResponse>, Status> {
+        let caller = identity(request.extensions());
         let r = request.into_inner();
         let (size, order) = list_threads_request(&r, &self.limits)?;
+        check_resource(&caller, "resource_id", &r.resource_id)?;
         let (threads, next) = self
             .threads
             .list(&r.resource_id, order, &r.page_token, size)
@@ -353,8 +358,10 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         &self,
         request: Request<pb::GetThreadRequest>,
     ) -> Result<Response<pb::Thread>, Status> {
+        let caller = identity(request.extensions());
         let r = request.into_inner();
         let key = thread_request(&r.thread_id, &r.resource_id, &self.limits)?;
+        check_resource(&caller, "resource_id", &r.resource_id)?;
         Ok(Response::new(thread_to_pb(self.threads.get(&key).await?)))
     }
 
@@ -362,8 +369,10 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         &self,
         request: Request<pb::UpdateThreadRequest>,
     ) -> Result<Response<pb::Thread>, Status> {
+        let caller = identity(request.extensions());
         let r = request.into_inner();
         let (key, metadata) = update_thread_request(&r, &self.limits)?;
+        check_resource(&caller, "resource_id", &r.resource_id)?;
         let thread = self.threads.update(&key, r.title, metadata).await?;
         Ok(Response::new(thread_to_pb(thread)))
     }
@@ -372,8 +381,10 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         &self,
         request: Request<pb::DeleteThreadRequest>,
     ) -> Result<Response<pb::DeleteThreadResponse>, Status> {
+        let caller = identity(request.extensions());
         let r = request.into_inner();
         let key = thread_request(&r.thread_id, &r.resource_id, &self.limits)?;
+        check_resource(&caller, "resource_id", &r.resource_id)?;
         let (deleted, runs) = self.threads.delete(&key).await?;
         Ok(Response::new(pb::DeleteThreadResponse {
             deleted,
@@ -385,8 +396,10 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         &self,
         request: Request<pb::ListMessagesRequest>,
     ) -> Result<Response<pb::ListMessagesResponse>, Status> {
+        let caller = identity(request.extensions());
         let r = request.into_inner();
         let (key, size) = list_messages_request(&r, &self.limits)?;
+        check_resource(&caller, "resource_id", &r.resource_id)?;
         let (page, next) = self
             .threads
             .messages(&key, &r.page_token, size, r.newest_first)
@@ -410,8 +423,10 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         &self,
         request: Request<pb::DeleteMessagesRequest>,
     ) -> Result<Response<pb::DeleteMessagesResponse>, Status> {
+        let caller = identity(request.extensions());
         let r = request.into_inner();
         let key = delete_messages_request(&r, &self.limits)?;
+        check_resource(&caller, "resource_id", &r.resource_id)?;
         let deleted = self.threads.delete_messages(&key, &r.message_ids).await?;
         Ok(Response::new(pb::DeleteMessagesResponse {
             deleted: u32::try_from(deleted).unwrap_or(u32::MAX),
@@ -422,8 +437,10 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         &self,
         request: Request<pb::GetWorkingMemoryRequest>,
     ) -> Result<Response<pb::WorkingMemory>, Status> {
+        let caller = identity(request.extensions());
         let r = request.into_inner();
         let (scope, settings) = get_working_memory_request(&r, (&self.limits, &self.agents))?;
+        check_resource(&caller, "resource_id", &r.resource_id)?;
         let key = self
             .working_key(&r.resource_id, &r.thread_id, scope)
             .await?;
@@ -439,8 +456,10 @@ impl pb::thread_service_server::ThreadService for ThreadApi {
         &self,
         request: Request<pb::UpdateWorkingMemoryRequest>,
     ) -> Result<Response<pb::WorkingMemory>, Status> {
+        let caller = identity(request.extensions());
         let r = request.into_inner();
         let (scope, settings) = update_working_memory_request(&r, (&self.limits, &self.agents))?;
+        check_resource(&caller, "resource_id", &r.resource_id)?;
         let value = Bytes::from(r.content.clone());
         let key = self
             .working_key(&r.resource_id, &r.thread_id, scope)

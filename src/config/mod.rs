@@ -13,6 +13,7 @@ use crate::model::ProviderConfig;
 use crate::store::redis::RedisTarget;
 
 mod agent;
+mod auth;
 mod mcp;
 mod memory;
 mod web;
@@ -22,6 +23,8 @@ pub use agent::{
     AgentConfig, AgentDefaults, CompletionConfig, HOOK_KINDS, HttpToolConfig, OnHookFailure,
     ScorerKind, ScorerSpec, Strategy, TOOL_SETS, WebhookConfig,
 };
+pub(crate) use auth::parse_digest;
+pub use auth::{ASYMMETRIC_ALGORITHMS, AuthConfig, JwtConfig, TenantConfig};
 pub use mcp::{McpServerConfig, McpTransportKind, McpUse, mcp_tool_name};
 pub use memory::{
     AgentMemoryConfig, MAX_MESSAGE_RANGE, MAX_TOP_K, MessageRange, RecallOptions, RecallScope,
@@ -337,31 +340,6 @@ impl StoreConfig {
     }
 }
 
-/// Client authentication: bearer API keys, required on the agentd services when any is set.
-#[cfg_attr(test, derive(serde::Serialize))]
-#[derive(Clone, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct AuthConfig {
-    /// SHA-256 digests (hex) of accepted keys, so the file holds no secret.
-    pub api_key_sha256: Vec<String>,
-    /// Plain keys; only from `AGENTD_API_KEYS`/`--api-keys`, never read from the file.
-    #[serde(skip)]
-    pub api_keys: Vec<String>,
-}
-
-/// Never prints keys: configs end up in logs and panics.
-impl std::fmt::Debug for AuthConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AuthConfig")
-            .field(
-                "api_keys",
-                &format_args!("<{} redacted>", self.api_keys.len()),
-            )
-            .field("api_key_sha256", &self.api_key_sha256.len())
-            .finish()
-    }
-}
-
 /// Log output format.
 #[cfg_attr(test, derive(serde::Serialize))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
@@ -530,17 +508,7 @@ impl Config {
         self.store.kind()?;
         self.web.validate()?;
         self.playground.validate(&self.web)?;
-        // Same check and text as the server's, so --check-config catches a bad digest.
-        if let Some(digest) = self
-            .auth
-            .api_key_sha256
-            .iter()
-            .find(|d| hex::decode(d.trim()).map_or(true, |b| b.len() != 32))
-        {
-            return Err(invalid(&format!(
-                "auth.api_key_sha256: {digest:?} is not 64 hex digits"
-            )));
-        }
+        self.auth.validate()?;
         if self.server.health_interval_ms == 0 {
             return Err(invalid("server.health_interval_ms must be > 0"));
         }

@@ -89,6 +89,11 @@ fn every_file_setting_has_an_env_override() {
         let value = value.unwrap();
         for key in value.as_table().unwrap().keys() {
             let key = format!("{section}.{key}");
+            // Tables of their own, like providers and agents: the file only (tenant keys and
+            // the JWT secret still come from variables the file names).
+            if ["auth.tenants", "auth.jwt"].contains(&key.as_str()) {
+                continue;
+            }
             assert!(
                 OVERRIDES.iter().any(|(k, _)| *k == key),
                 "{key} has no AGENTD_* override"

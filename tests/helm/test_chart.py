@@ -1013,3 +1013,34 @@ def test_the_chart_refuses_the_store_urls_agentd_refuses(chart, external, tmp_pa
             env["AGENTD_STORE_WAIT_REPLICAS"] = {"name": "AGENTD_STORE_WAIT_REPLICAS", "value": str(external["waitReplicas"])}
     checked = agentd_check_config(env, tmp_path)
     assert rendered_ok == (checked.returncode == 0), (rendered_ok, checked.stderr)
+
+
+def test_a_tenant_config_passes_through_with_keys_from_secrets_and_a_jwks_volume(chart):
+    # The README's "With tenants" values: the config file carries the tenants, their keys come
+    # from Secret keys as the variables it names, the JWKS from a mounted ConfigMap.
+    config = (
+        '[[auth.tenants]]\nname = "acme"\nresource_prefixes = ["acme/"]\napi_key_env = "ACME_API_KEYS"\n\n'
+        '[auth.jwt]\njwks_file = "/etc/agentd/jwks/jwks.json"\naudience = "agentd"\n'
+    )
+    r = render(
+        chart,
+        {
+            "secrets": {
+                "existingSecret": "agentd-secrets",
+                "providerKeys": [{"name": "ACME_API_KEYS", "secretKey": "acme-api-keys"}],
+            },
+            "extraVolumes": [{"name": "jwks", "configMap": {"name": "agentd-jwks"}}],
+            "extraVolumeMounts": [{"name": "jwks", "mountPath": "/etc/agentd/jwks", "readOnly": True}],
+            "agentd": {"config": config},
+        },
+    )
+    rendered_config = tomllib.loads(r.one("ConfigMap")["data"]["agentd.toml"])
+    assert rendered_config["auth"]["tenants"][0]["resource_prefixes"] == ["acme/"]
+    assert rendered_config["auth"]["jwt"]["jwks_file"] == "/etc/agentd/jwks/jwks.json"
+    container = agentd_container(r)
+    key = env_of(container)["ACME_API_KEYS"]["valueFrom"]["secretKeyRef"]
+    assert key == {"name": "agentd-secrets", "key": "acme-api-keys"}
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert mounts["jwks"]["mountPath"] == "/etc/agentd/jwks"
+    volumes = {v["name"]: v for v in r.one("Deployment")["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["jwks"]["configMap"]["name"] == "agentd-jwks"

@@ -24,6 +24,7 @@ use crate::pb;
 use crate::store::{Cas, ThreadKey};
 use crate::tasklist::TaskList;
 use crate::telemetry;
+use crate::tenant::Identity;
 
 impl Runtime {
     /// With `auto_resume_suspended_tools`: the thread's client-tool calls still waiting in
@@ -182,17 +183,23 @@ impl Runtime {
         Ok((agent, tasks))
     }
 
-    /// Lists suspended runs matching the filter, oldest first.
+    /// Lists suspended runs matching the filter that `caller` may reach (a tenant: the runs
+    /// it started), oldest first.
     pub async fn pending(
         &self,
         thread_id: Option<&str>,
         resource_id: Option<&str>,
         run_id: Option<&str>,
+        caller: &Identity,
     ) -> Result<Vec<pb::PendingRun>, RunError> {
         let records = self
             .suspended_records(thread_id, resource_id, run_id)
             .await?;
-        Ok(records.iter().filter_map(wire::pending_run).collect())
+        Ok(records
+            .iter()
+            .filter(|r| caller.reaches_run(&r.tenant))
+            .filter_map(wire::pending_run)
+            .collect())
     }
 
     /// The records of the suspended runs matching the filter whose decisions have not
