@@ -20,4 +20,5 @@ pub mod store;
 pub mod tasklist;
 pub mod tasks;
 pub mod telemetry;
+pub mod tls;
 pub mod web;

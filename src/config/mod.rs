@@ -15,6 +15,7 @@ use crate::store::redis::RedisTarget;
 mod agent;
 mod mcp;
 mod memory;
+mod tls;
 mod web;
 mod working_memory;
 
@@ -27,6 +28,7 @@ pub use memory::{
     AgentMemoryConfig, MAX_MESSAGE_RANGE, MAX_TOP_K, MessageRange, RecallOptions, RecallScope,
     RecallSetting,
 };
+pub use tls::TlsConfig;
 pub use web::{PlaygroundConfig, WebConfig};
 pub use working_memory::{WorkingMemoryConfig, schema_value as working_memory_schema};
 
@@ -41,7 +43,7 @@ macro_rules! overrides {
     };
     ($(
         $(#[$attr:meta])*
-        $flag:ident: $ty:ty => $section:ident.$field:ident, $env:literal $(, $convert:path)?;
+        $flag:ident: $ty:ty => $section:ident $(.$field:ident)+, $env:literal $(, $convert:path)?;
     )*) => {
         /// Command-line flags; each one can also be given as the named environment variable.
         #[derive(Debug, Default, Parser)]
@@ -66,7 +68,7 @@ macro_rules! overrides {
 
         /// Every overridable setting as (config key, environment variable).
         pub const OVERRIDES: &[(&str, &str)] = &[$(
-            (concat!(stringify!($section), ".", stringify!($field)), $env),
+            (concat!(stringify!($section) $(, ".", stringify!($field))+), $env),
         )*];
 
         impl Config {
@@ -74,7 +76,7 @@ macro_rules! overrides {
             pub fn apply(&mut self, cli: &Cli) {
                 $(
                     if let Some(value) = &cli.$flag {
-                        self.$section.$field = overrides!(@value value $(, $convert)?);
+                        self.$section $(.$field)+ = overrides!(@value value $(, $convert)?);
                     }
                 )*
             }
@@ -94,6 +96,14 @@ overrides! {
     health_interval_ms: u64 => server.health_interval_ms, "AGENTD_HEALTH_INTERVAL_MS";
     /// Address of the Prometheus /metrics endpoint, e.g. 0.0.0.0:9464 (unset: off).
     metrics_listen: SocketAddr => server.metrics_listen, "AGENTD_METRICS_LISTEN", some;
+    /// PEM certificate chain of the gRPC port (with --tls-key-file: TLS on).
+    tls_cert_file: PathBuf => server.tls.cert_file, "AGENTD_TLS_CERT_FILE", some;
+    /// PEM private key of that certificate.
+    tls_key_file: PathBuf => server.tls.key_file, "AGENTD_TLS_KEY_FILE", some;
+    /// PEM CA certificates client certificates must be signed by (mutual TLS).
+    tls_client_ca_file: PathBuf => server.tls.client_ca_file, "AGENTD_TLS_CLIENT_CA_FILE", some;
+    /// Milliseconds between checks of the TLS files for a change (0: read at start only).
+    tls_reload_interval_ms: u64 => server.tls.reload_interval_ms, "AGENTD_TLS_RELOAD_INTERVAL_MS";
     /// Serve gRPC-web on the gRPC port: true or false.
     grpc_web: bool => web.grpc_web, "AGENTD_GRPC_WEB";
     /// Serve the JSON mapping (POST /{service}/{method}) on the gRPC port: true or false.
@@ -145,12 +155,18 @@ overrides! {
 }
 
 /// An optional setting given a value.
-fn some<T: Copy>(value: &T) -> Option<T> {
-    Some(*value)
+fn some<T: Clone>(value: &T) -> Option<T> {
+    Some(value.clone())
 }
 
 /// The server address of the client commands (`agentd chat` …), when `--server` is not given.
 pub const CLIENT_SERVER_ENV: &str = "AGENTD_SERVER";
+/// The CA certificates (PEM) the client commands trust for an `https://` server.
+pub const CLIENT_TLS_CA_ENV: &str = "AGENTD_TLS_CA";
+/// The client certificate (PEM) the client commands present to a mutual-TLS server.
+pub const CLIENT_TLS_CERT_ENV: &str = "AGENTD_TLS_CERT";
+/// The private key (PEM) of that client certificate.
+pub const CLIENT_TLS_KEY_ENV: &str = "AGENTD_TLS_KEY";
 /// The prefix of every environment variable agentd reads.
 pub const ENV_PREFIX: &str = "AGENTD_";
 /// The API key the client commands send. Only ever read from the environment: a flag's value
@@ -213,6 +229,8 @@ pub struct ServerConfig {
     pub health_interval_ms: u64,
     /// Address of the Prometheus `/metrics` HTTP endpoint; unset: not served.
     pub metrics_listen: Option<SocketAddr>,
+    /// TLS on the gRPC port (`[server.tls]`).
+    pub tls: TlsConfig,
 }
 
 impl Default for ServerConfig {
@@ -222,6 +240,7 @@ impl Default for ServerConfig {
             shutdown_grace_secs: 25,
             health_interval_ms: 1000,
             metrics_listen: None,
+            tls: TlsConfig::default(),
         }
     }
 }
@@ -490,6 +509,7 @@ impl Config {
     /// Checks consistency: store URL, unique ids, agents naming known providers and tools.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.store.kind()?;
+        self.server.tls.validate()?;
         self.web.validate()?;
         self.playground.validate(&self.web)?;
         // Same check and text as the server's, so --check-config catches a bad digest.
