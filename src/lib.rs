@@ -21,4 +21,5 @@ pub mod tasklist;
 pub mod tasks;
 pub mod telemetry;
 pub mod tenant;
+pub mod tls;
 pub mod web;

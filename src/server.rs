@@ -10,7 +10,6 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::server::NamedService;
-use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 use tower::Layer;
@@ -37,6 +36,7 @@ use crate::store::deferred::{Connect, Deferred};
 use crate::store::embedded::{EmbeddedOptions, EmbeddedStore};
 use crate::store::redis::{RedisOptions, RedisStore};
 use crate::tasklist::TaskLists;
+use crate::tls::ServeIncoming;
 use crate::web::{JsonLayer, MetricsEndpoint};
 
 /// Health service name that stays SERVING while the process runs (for liveness probes); the
@@ -312,8 +312,8 @@ async fn serve(
 
     let addr = listener.local_addr()?;
     info!(%addr, "agentd listening");
-    // Chunks are small writes: without TCP_NODELAY each could wait for a delayed ACK.
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    // TCP_NODELAY on every connection; TLS (reloaded from disk) when [server.tls] is set.
+    let incoming = crate::tls::incoming(listener, &config)?;
     let drained_signal = drain.clone();
     // Browsers and curl on the same port: CORS answers preflights first, the JSON mapping takes
     // JSON (and plain HTTP/1) requests, gRPC-web is translated; gRPC passes all three untouched.
@@ -345,7 +345,7 @@ async fn serve(
             rpc.layer(ApprovalServiceServer::new(approvals).max_decoding_message_size(limit)),
         )
         .add_service(rpc.layer(ThreadServiceServer::new(threads).max_decoding_message_size(limit)))
-        .serve_with_incoming_shutdown(incoming, async move {
+        .serve_incoming_shutdown(incoming, async move {
             drained_signal.cancelled().await;
         });
 

@@ -1,9 +1,13 @@
 //! The binary's command line: with no subcommand it serves (the server's flags, exactly as
 //! before the client existed); each subcommand is a client of a running server.
 
+use std::path::PathBuf;
+
 use clap::{Args as ClapArgs, Parser, Subcommand};
 
-use crate::config::{CLIENT_SERVER_ENV, Cli};
+use crate::config::{
+    CLIENT_SERVER_ENV, CLIENT_TLS_CA_ENV, CLIENT_TLS_CERT_ENV, CLIENT_TLS_KEY_ENV, Cli,
+};
 
 /// The whole command line of `agentd`.
 #[derive(Debug, Parser)]
@@ -68,6 +72,23 @@ pub struct Connection {
         default_value = "http://127.0.0.1:50051"
     )]
     pub server: String,
+    /// CA certificates (PEM) the server's certificate must chain to; turns TLS on (a
+    /// `host:port` server means https://). An https:// server without it: the system's roots.
+    #[arg(long, global = true, env = CLIENT_TLS_CA_ENV)]
+    pub tls_ca: Option<PathBuf>,
+    /// Client certificate (PEM) for a server that requires one (mutual TLS); with --tls-key.
+    #[arg(long, global = true, env = CLIENT_TLS_CERT_ENV)]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key (PEM) of --tls-cert.
+    #[arg(long, global = true, env = CLIENT_TLS_KEY_ENV)]
+    pub tls_key: Option<PathBuf>,
+}
+
+impl Connection {
+    /// Whether any TLS option is given.
+    pub fn tls_options(&self) -> bool {
+        self.tls_ca.is_some() || self.tls_cert.is_some() || self.tls_key.is_some()
+    }
 }
 
 /// `agentd chat AGENT`.
@@ -197,6 +218,28 @@ mod tests {
         };
         assert_eq!((connection.server.as_str(), run_id.as_str()), ("h:2", "r1"));
         assert_eq!(reason, None);
+    }
+
+    #[test]
+    fn tls_options_are_global_like_the_server() {
+        let args = parse(&[
+            "agentd",
+            "runs",
+            "--tls-ca",
+            "ca.pem",
+            "observe",
+            "r",
+            "--tls-cert",
+            "c.pem",
+            "--tls-key",
+            "k.pem",
+        ]);
+        let Some(Command::Runs { connection, .. }) = args.command else {
+            panic!("runs expected");
+        };
+        assert!(connection.tls_options());
+        assert_eq!(connection.tls_ca.as_deref(), Some("ca.pem".as_ref()));
+        assert_eq!(connection.tls_key.as_deref(), Some("k.pem".as_ref()));
     }
 
     #[test]

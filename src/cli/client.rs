@@ -1,12 +1,13 @@
 //! The client side of the connection: the channel, the bearer key on every call, and the one
 //! place where a failed call becomes a one-line message and an exit code.
 
+use std::path::Path;
 use std::time::Duration;
 
 use tonic::metadata::{AsciiMetadataValue, MetadataValue};
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use tonic::{Code, Request, Status};
 
 use crate::config::CLIENT_API_KEY_ENV;
@@ -128,15 +129,24 @@ impl CliError {
 impl Clients {
     /// Connects (eagerly, so an unreachable server is reported before anything else happens).
     pub async fn connect(connection: &Connection) -> Result<Self, CliError> {
-        let server = normalize(&connection.server);
+        let server = normalize(&connection.server, connection.tls_options());
         let key = api_key()?;
         let unreachable = |detail: String| CliError::Unreachable {
             server: server.clone(),
             detail,
         };
-        let endpoint = Endpoint::from_shared(server.clone())
+        let mut endpoint = Endpoint::from_shared(server.clone())
             .map_err(|e| CliError::Usage(format!("--server {server:?} is not an address: {e}")))?
             .connect_timeout(Duration::from_secs(5));
+        if server.starts_with("https://") {
+            endpoint = endpoint
+                .tls_config(tls_config(connection)?)
+                .map_err(|e| CliError::Usage(format!("TLS: {e}")))?;
+        } else if connection.tls_options() {
+            return Err(CliError::Usage(format!(
+                "--tls-ca, --tls-cert and --tls-key need an https:// server, not {server}"
+            )));
+        }
         let channel = endpoint
             .connect()
             .await
@@ -156,13 +166,40 @@ impl Clients {
     }
 }
 
-/// `host:port` means `http://host:port`.
-fn normalize(server: &str) -> String {
+/// `host:port` means `http://host:port`, or `https://host:port` with a TLS option.
+fn normalize(server: &str, tls: bool) -> String {
     let server = server.trim();
     if server.contains("://") {
         server.to_owned()
+    } else if tls {
+        format!("https://{server}")
     } else {
         format!("http://{server}")
+    }
+}
+
+/// The server's certificate checked against `--tls-ca` (else the system's roots), and the
+/// client certificate for mutual TLS.
+fn tls_config(connection: &Connection) -> Result<ClientTlsConfig, CliError> {
+    let read = |path: &Path, flag: &str| {
+        std::fs::read(path)
+            .map_err(|e| CliError::Usage(format!("{flag} {}: cannot read: {e}", path.display())))
+    };
+    let tls = match &connection.tls_ca {
+        Some(ca) => {
+            ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read(ca, "--tls-ca")?))
+        }
+        None => ClientTlsConfig::new().with_native_roots(),
+    };
+    match (&connection.tls_cert, &connection.tls_key) {
+        (Some(cert), Some(key)) => Ok(tls.identity(Identity::from_pem(
+            read(cert, "--tls-cert")?,
+            read(key, "--tls-key")?,
+        ))),
+        (None, None) => Ok(tls),
+        _ => Err(CliError::Usage(
+            "--tls-cert and --tls-key must be given together".into(),
+        )),
     }
 }
 
@@ -190,8 +227,16 @@ mod tests {
 
     #[test]
     fn an_address_without_a_scheme_is_plain_http() {
-        assert_eq!(normalize("127.0.0.1:50051"), "http://127.0.0.1:50051");
-        assert_eq!(normalize(" https://agentd:443 "), "https://agentd:443");
+        assert_eq!(
+            normalize("127.0.0.1:50051", false),
+            "http://127.0.0.1:50051"
+        );
+        assert_eq!(
+            normalize(" https://agentd:443 ", false),
+            "https://agentd:443"
+        );
+        assert_eq!(normalize("agentd:443", true), "https://agentd:443");
+        assert_eq!(normalize("http://agentd:80", true), "http://agentd:80");
     }
 
     #[test]

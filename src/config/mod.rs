@@ -16,6 +16,7 @@ mod agent;
 mod auth;
 mod mcp;
 mod memory;
+mod tls;
 mod web;
 mod working_memory;
 
@@ -30,6 +31,7 @@ pub use memory::{
     AgentMemoryConfig, MAX_MESSAGE_RANGE, MAX_TOP_K, MessageRange, RecallOptions, RecallScope,
     RecallSetting,
 };
+pub use tls::TlsConfig;
 pub use web::{PlaygroundConfig, WebConfig};
 pub use working_memory::{WorkingMemoryConfig, schema_value as working_memory_schema};
 
@@ -44,7 +46,7 @@ macro_rules! overrides {
     };
     ($(
         $(#[$attr:meta])*
-        $flag:ident: $ty:ty => $section:ident.$field:ident, $env:literal $(, $convert:path)?;
+        $flag:ident: $ty:ty => $section:ident $(.$field:ident)+, $env:literal $(, $convert:path)?;
     )*) => {
         /// Command-line flags; each one can also be given as the named environment variable.
         #[derive(Debug, Default, Parser)]
@@ -69,7 +71,7 @@ macro_rules! overrides {
 
         /// Every overridable setting as (config key, environment variable).
         pub const OVERRIDES: &[(&str, &str)] = &[$(
-            (concat!(stringify!($section), ".", stringify!($field)), $env),
+            (concat!(stringify!($section) $(, ".", stringify!($field))+), $env),
         )*];
 
         impl Config {
@@ -77,7 +79,7 @@ macro_rules! overrides {
             pub fn apply(&mut self, cli: &Cli) {
                 $(
                     if let Some(value) = &cli.$flag {
-                        self.$section.$field = overrides!(@value value $(, $convert)?);
+                        self.$section $(.$field)+ = overrides!(@value value $(, $convert)?);
                     }
                 )*
             }
@@ -100,6 +102,14 @@ overrides! {
     pre_drain_ms: u64 => server.pre_drain_ms, "AGENTD_PRE_DRAIN_MS";
     /// Address of the Prometheus /metrics endpoint, e.g. 0.0.0.0:9464 (unset: off).
     metrics_listen: SocketAddr => server.metrics_listen, "AGENTD_METRICS_LISTEN", some;
+    /// PEM certificate chain of the gRPC port (with --tls-key-file: TLS on).
+    tls_cert_file: PathBuf => server.tls.cert_file, "AGENTD_TLS_CERT_FILE", some;
+    /// PEM private key of that certificate.
+    tls_key_file: PathBuf => server.tls.key_file, "AGENTD_TLS_KEY_FILE", some;
+    /// PEM CA certificates client certificates must be signed by (mutual TLS).
+    tls_client_ca_file: PathBuf => server.tls.client_ca_file, "AGENTD_TLS_CLIENT_CA_FILE", some;
+    /// Milliseconds between checks of the TLS files for a change (0: read at start only).
+    tls_reload_interval_ms: u64 => server.tls.reload_interval_ms, "AGENTD_TLS_RELOAD_INTERVAL_MS";
     /// Serve gRPC-web on the gRPC port: true or false.
     grpc_web: bool => web.grpc_web, "AGENTD_GRPC_WEB";
     /// Serve the JSON mapping (POST /{service}/{method}) on the gRPC port: true or false.
@@ -154,12 +164,18 @@ overrides! {
 }
 
 /// An optional setting given a value.
-fn some<T: Copy>(value: &T) -> Option<T> {
-    Some(*value)
+fn some<T: Clone>(value: &T) -> Option<T> {
+    Some(value.clone())
 }
 
 /// The server address of the client commands (`agentd chat` …), when `--server` is not given.
 pub const CLIENT_SERVER_ENV: &str = "AGENTD_SERVER";
+/// The CA certificates (PEM) the client commands trust for an `https://` server.
+pub const CLIENT_TLS_CA_ENV: &str = "AGENTD_TLS_CA";
+/// The client certificate (PEM) the client commands present to a mutual-TLS server.
+pub const CLIENT_TLS_CERT_ENV: &str = "AGENTD_TLS_CERT";
+/// The private key (PEM) of that client certificate.
+pub const CLIENT_TLS_KEY_ENV: &str = "AGENTD_TLS_KEY";
 /// The prefix of every environment variable agentd reads.
 pub const ENV_PREFIX: &str = "AGENTD_";
 /// The API key the client commands send. Only ever read from the environment: a flag's value
@@ -225,6 +241,8 @@ pub struct ServerConfig {
     pub pre_drain_ms: u64,
     /// Address of the Prometheus `/metrics` HTTP endpoint; unset: not served.
     pub metrics_listen: Option<SocketAddr>,
+    /// TLS on the gRPC port (`[server.tls]`).
+    pub tls: TlsConfig,
 }
 
 impl Default for ServerConfig {
@@ -235,6 +253,7 @@ impl Default for ServerConfig {
             health_interval_ms: 1000,
             pre_drain_ms: 0,
             metrics_listen: None,
+            tls: TlsConfig::default(),
         }
     }
 }
@@ -506,6 +525,7 @@ impl Config {
     /// Checks consistency: store URL, unique ids, agents naming known providers and tools.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.store.kind()?;
+        self.server.tls.validate()?;
         self.web.validate()?;
         self.playground.validate(&self.web)?;
         self.auth.validate()?;

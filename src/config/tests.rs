@@ -85,10 +85,20 @@ fn every_file_setting_has_an_env_override() {
         ("auth", toml::Value::try_from(&config.auth)),
         ("limits", toml::Value::try_from(&config.limits)),
     ];
+    // Nested tables (`server.tls`) count by their own keys.
+    fn keys(prefix: &str, value: &toml::Value, out: &mut Vec<String>) {
+        for (key, value) in value.as_table().unwrap() {
+            let key = format!("{prefix}.{key}");
+            match value {
+                toml::Value::Table(_) => keys(&key, value, out),
+                _ => out.push(key),
+            }
+        }
+    }
     for (section, value) in sections {
-        let value = value.unwrap();
-        for key in value.as_table().unwrap().keys() {
-            let key = format!("{section}.{key}");
+        let mut found = Vec::new();
+        keys(section, &value.unwrap(), &mut found);
+        for key in found {
             // Tables of their own, like providers and agents: the file only (tenant keys and
             // the JWT secret still come from variables the file names).
             if ["auth.tenants", "auth.jwt"].contains(&key.as_str()) {
@@ -105,6 +115,9 @@ fn every_file_setting_has_an_env_override() {
         "limits.max_messages",
         "limits.max_log_chunks",
         "auth.api_key_sha256",
+        "server.tls.cert_file",
+        "server.tls.key_file",
+        "server.tls.client_ca_file",
     ] {
         assert!(OVERRIDES.iter().any(|(k, _)| *k == key), "{key}");
     }

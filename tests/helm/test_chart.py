@@ -145,6 +145,9 @@ SCENARIOS: dict[str, dict[str, Any] | None] = {
         "store": {"mode": "external", "external": {"url": "redis://redis.data.svc:6379/1"}},
         "otel": {"endpoint": "http://collector:4318", "protocol": "http/protobuf"},
     },
+    "tls-mutual": {
+        "tls": {"enabled": True, "secretName": "agentd-tls", "clientAuth": True},
+    },
     "external-url-secret": {
         "replicaCount": 2,
         "store": {"mode": "external", "external": {"urlSecret": {"name": "redis-url", "key": "url"}}},
@@ -278,6 +281,70 @@ def test_probes_are_grpc_probes_on_the_service_port(rendered, scenario):
     # A store outage must not restart pods: liveness asks the store-independent name.
     assert container["livenessProbe"]["grpc"]["service"] == "liveness"
     assert container["readinessProbe"]["grpc"].get("service", "") == ""
+
+
+# --- TLS ----------------------------------------------------------------------------------------
+
+
+def test_tls_mounts_the_secret_read_only_and_sets_the_env(chart, rendered):
+    r = render(chart, {"tls": {"enabled": True, "secretName": "agentd-tls"}})
+    container = agentd_container(r)
+    env = env_of(container)
+    assert env["AGENTD_TLS_CERT_FILE"]["value"] == "/etc/agentd-tls/tls.crt"
+    assert env["AGENTD_TLS_KEY_FILE"]["value"] == "/etc/agentd-tls/tls.key"
+    assert "AGENTD_TLS_CLIENT_CA_FILE" not in env
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "tls")
+    # The whole Secret, no subPath: a renewed certificate reaches the pod and agentd reloads it.
+    assert mount == {"name": "tls", "mountPath": "/etc/agentd-tls", "readOnly": True}
+    volume = next(v for v in r.one("Deployment")["spec"]["template"]["spec"]["volumes"] if v["name"] == "tls")
+    assert volume["secret"]["secretName"] == "agentd-tls"
+    # Off by default: nothing of it rendered.
+    default = agentd_container(rendered["default"])
+    assert not {"AGENTD_TLS_CERT_FILE", "AGENTD_TLS_KEY_FILE"} & env_of(default).keys()
+    assert all(m["name"] != "tls" for m in default["volumeMounts"])
+
+
+def test_mutual_tls_requires_the_secrets_ca(rendered):
+    env = env_of(agentd_container(rendered["tls-mutual"]))
+    assert env["AGENTD_TLS_CLIENT_CA_FILE"]["value"] == "/etc/agentd-tls/ca.crt"
+
+
+@pytest.mark.parametrize("scenario", ["tls-mutual"])
+def test_probes_are_tcp_probes_with_tls(rendered, scenario):
+    """Kubelet's gRPC probes speak plain text only: with TLS each probe checks the port over TCP."""
+    container = agentd_container(rendered[scenario])
+    for probe_name in ("startupProbe", "livenessProbe", "readinessProbe"):
+        probe = container[probe_name]
+        handlers = {"grpc", "httpGet", "tcpSocket", "exec"} & probe.keys()
+        assert handlers == {"tcpSocket"}, f"{probe_name} has {handlers}"
+        assert probe["tcpSocket"]["port"] == "grpc"
+    assert any(p["name"] == "grpc" for p in container["ports"])
+
+
+def test_helm_test_pod_speaks_tls_and_presents_a_certificate_for_mutual_tls(chart, rendered):
+    (container,) = rendered["tls-mutual"].one("Pod")["spec"]["containers"]
+    assert {"-tls", "-tls-no-verify", "-tls-client-cert=/etc/agentd-tls/tls.crt",
+            "-tls-client-key=/etc/agentd-tls/tls.key"} <= set(container["args"])
+    assert container["volumeMounts"] == [{"name": "tls", "mountPath": "/etc/agentd-tls", "readOnly": True}]
+    (container,) = render(chart, {"tls": {"enabled": True, "secretName": "t"}}).one("Pod")["spec"]["containers"]
+    assert "-tls" in container["args"] and not any(a.startswith("-tls-client") for a in container["args"])
+    assert "volumeMounts" not in container
+    (container,) = rendered["default"].one("Pod")["spec"]["containers"]
+    assert not any(a.startswith("-tls") for a in container["args"])
+
+
+def test_notes_use_tls_with_grpcurl(rendered):
+    notes = rendered["tls-mutual"].notes
+    assert "grpcurl -insecure -cert client.crt -key client.key localhost:50051 list" in notes
+    assert "-plaintext" not in notes
+
+
+def test_tls_needs_a_secret_and_known_keys(chart):
+    with pytest.raises(helm.HelmRenderError) as err:
+        chart.render({"tls": {"enabled": True}}, name=RELEASE, namespace=NAMESPACE)
+    assert "tls.enabled needs tls.secretName" in str(err.value)
+    with pytest.raises(helm.HelmValuesError):
+        chart.validate_schema(chart.merge_values({"tls": {"secret": "x"}}))
 
 
 def test_custom_ports_follow_through(rendered):

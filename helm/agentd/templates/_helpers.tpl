@@ -144,6 +144,9 @@ Deployment so that every render runs them.
 */}}
 {{- define "agentd.validate" -}}
 {{- $mode := .Values.store.mode }}
+{{- if and .Values.tls.enabled (not .Values.tls.secretName) }}
+{{- fail "tls.enabled needs tls.secretName: a kubernetes.io/tls Secret (tls.crt, tls.key; ca.crt for tls.clientAuth) in the release namespace." }}
+{{- end }}
 {{- if eq $mode "embedded" }}
 {{- if .Values.autoscaling.enabled }}
 {{- fail "store.mode=embedded is single-writer: autoscaling.enabled must be false. Use store.mode=external (your Redis) or store.mode=bundled to run more than one replica." }}
