@@ -110,6 +110,9 @@ macro_rules! suite {
 #[path = "store_suite/threads.rs"]
 mod threads;
 
+#[path = "store_suite/leases.rs"]
+mod leases;
+
 suite!(
     ping_answers,
     ownership_is_enforced_on_every_thread_method,
@@ -466,19 +469,19 @@ async fn run_cas_and_ttl(f: Fixture) {
     let (s, ttl) = (&f.store, Duration::from_millis(250));
     assert_eq!(s.get_run("r1").await.unwrap(), None);
     assert_eq!(
-        s.cas_run("r1", 1, b("x"), ttl).await.unwrap(),
+        s.cas_run("r1", 1, b("x"), ttl, None).await.unwrap(),
         Cas::Conflict(None)
     );
     assert_eq!(
-        s.cas_run("r1", 0, b("a"), ttl).await.unwrap(),
+        s.cas_run("r1", 0, b("a"), ttl, None).await.unwrap(),
         Cas::Written(1)
     );
     assert_eq!(
-        f.peer.cas_run("r1", 0, b("b"), ttl).await.unwrap(),
+        f.peer.cas_run("r1", 0, b("b"), ttl, None).await.unwrap(),
         Cas::Conflict(Some(v(1, "a")))
     );
     assert_eq!(
-        s.cas_run("r1", 1, b("b"), ttl).await.unwrap(),
+        s.cas_run("r1", 1, b("b"), ttl, None).await.unwrap(),
         Cas::Written(2)
     );
     assert_eq!(f.peer.get_run("r1").await.unwrap(), Some(v(2, "b")));
@@ -486,7 +489,7 @@ async fn run_cas_and_ttl(f: Fixture) {
     assert_eq!(s.get_run("r1").await.unwrap(), None);
     let long = Duration::from_secs(30);
     assert_eq!(
-        s.cas_run("r1", 0, b("c"), long).await.unwrap(),
+        s.cas_run("r1", 0, b("c"), long, None).await.unwrap(),
         Cas::Written(1)
     );
 }
@@ -605,7 +608,10 @@ async fn embedded_data_survives_reopening() {
             .append_messages(&k, None, vec![b("m1"), b("m2")])
             .await
             .unwrap();
-        store.cas_run("run", 0, b("state"), long).await.unwrap();
+        store
+            .cas_run("run", 0, b("state"), long, None)
+            .await
+            .unwrap();
         store
             .append_chunks("run", vec![(1, b("c1"))], limits(10, long))
             .await

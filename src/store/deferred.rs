@@ -213,8 +213,15 @@ impl Store for Deferred {
         expected: u64,
         value: Bytes,
         ttl: Duration,
+        lease_until_ms: Option<i64>,
     ) -> StoreResult<Cas> {
-        self.store()?.cas_run(run_id, expected, value, ttl).await
+        self.store()?
+            .cas_run(run_id, expected, value, ttl, lease_until_ms)
+            .await
+    }
+
+    async fn expired_leases(&self, now_ms: i64, limit: usize) -> StoreResult<Vec<String>> {
+        self.store()?.expired_leases(now_ms, limit).await
     }
 
     async fn append_chunks(

@@ -79,6 +79,10 @@ type LogKey = (&'static str, u64);
 type LogRow = (u64, &'static [u8]);
 /// idempotency key → (expires_ms, value).
 const CLAIMS: TableDefinition<&str, (u64, &[u8])> = TableDefinition::new("claims");
+/// (lease end ms, run id) → (): runs executing somewhere, by when their owner must renew.
+const LEASES: TableDefinition<(u64, &str), ()> = TableDefinition::new("leases");
+/// run id → its entry's lease end in [`LEASES`].
+const LEASE_OF: TableDefinition<&str, u64> = TableDefinition::new("lease_of");
 /// (index, member) → ().
 const INDEX: TableDefinition<(&str, &str), ()> = TableDefinition::new("index");
 /// (expires_ms, record kind, id) → (): what the sweep visits, oldest first.
@@ -382,6 +386,7 @@ impl Store for EmbeddedStore {
         expected: u64,
         value: Bytes,
         ttl: Duration,
+        lease_until_ms: Option<i64>,
     ) -> StoreResult<Cas> {
         let run_id = run_id.to_string();
         self.write(move |tx, ctx| {
@@ -402,7 +407,36 @@ impl Store for EmbeddedStore {
                 stored_expiry,
                 Some(expires),
             )?;
+            runs::set_lease(
+                tx,
+                &run_id,
+                lease_until_ms.map(|ms| u64::try_from(ms).unwrap_or(0)),
+            )?;
             Ok(Cas::Written(version))
+        })
+        .await
+    }
+
+    async fn expired_leases(&self, now_ms: i64, limit: usize) -> StoreResult<Vec<String>> {
+        let now = u64::try_from(now_ms).unwrap_or(0);
+        self.read(move |tx, clock_ms| {
+            let leases = tx.open_table(LEASES)?;
+            let runs = tx.open_table(RUNS)?;
+            let mut due = Vec::new();
+            for entry in leases.range((0, "")..(now, ""))? {
+                let (key, _) = entry?;
+                let run_id = key.value().1;
+                // An expired record's entry is dropped with it by the sweep: skip it until then.
+                let live = read_expiry(&runs, run_id, |(_, expires, _)| expires)?
+                    .is_some_and(|expires| expires > clock_ms);
+                if live {
+                    due.push(run_id.to_owned());
+                }
+                if due.len() >= limit {
+                    break;
+                }
+            }
+            Ok(due)
         })
         .await
     }
@@ -676,6 +710,8 @@ fn create_tables(db: &Database) -> StoreResult<()> {
     tx.open_table(CLAIMS)?;
     tx.open_table(INDEX)?;
     tx.open_table(EXPIRY)?;
+    tx.open_table(LEASES)?;
+    tx.open_table(LEASE_OF)?;
     vectors::create_tables(&tx)?;
     tx.open_table(threads::THREAD_DELETED)?;
     tx.open_table(threads::RESOURCE_DOCS)?;

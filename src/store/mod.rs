@@ -267,13 +267,22 @@ pub trait Store: Send + Sync + 'static {
     async fn get_run(&self, run_id: &str) -> StoreResult<Option<Versioned>>;
 
     /// Writes a run record if its version is `expected` (0 = absent); it expires after `ttl`.
+    /// `lease_until_ms` is set while a replica executes the run: the Unix millisecond by which
+    /// it must write the record again (renew), after which [`Store::expired_leases`] lists the
+    /// run for a takeover; `None` takes the run off that list.
     async fn cas_run(
         &self,
         run_id: &str,
         expected: u64,
         value: Bytes,
         ttl: Duration,
+        lease_until_ms: Option<i64>,
     ) -> StoreResult<Cas>;
+
+    /// Runs whose lease ended before `now_ms`, at most `limit`, the longest expired first:
+    /// candidates for a takeover (their record says whether one is still needed). A run whose
+    /// record is gone (deleted, expired) is dropped from the list rather than returned.
+    async fn expired_leases(&self, now_ms: i64, limit: usize) -> StoreResult<Vec<String>>;
 
     /// Appends chunks to a run's bounded log and publishes them to followers.
     async fn append_chunks(

@@ -61,11 +61,12 @@ pub use target::RedisTarget;
 use codec::{decode_cas, encode_numbered, split_numbered, ttl_ms, versioned};
 use conn::{Backend, Conn};
 use keys::{
-    doc_key, esc, index_key, listing_key, resource_key, run_key, thread_key, watch_channel,
+    LEASES_KEY, doc_key, esc, index_key, listing_key, resource_key, run_key, thread_key,
+    watch_channel,
 };
 use scripts::{
-    APPEND_MESSAGES, CAS_DOC, CAS_PLAIN, CAS_RUN, CLAIM_KEY, GET_DOC, Invocation, LOAD_THREAD,
-    StoreScript, read_script, script,
+    APPEND_MESSAGES, CAS_DOC, CAS_PLAIN, CAS_RUN, CAS_RUN_LEASED, CLAIM_KEY, GET_DOC, Invocation,
+    LOAD_THREAD, StoreScript, read_script, script,
 };
 
 /// Error code raised by the scripts when a thread belongs to another resource.
@@ -352,14 +353,67 @@ impl Store for RedisStore {
         expected: u64,
         value: Bytes,
         ttl: Duration,
+        lease_until_ms: Option<i64>,
     ) -> StoreResult<Cas> {
+        let lease = lease_until_ms.map_or_else(String::new, |ms| ms.to_string());
+        if !self.backend.is_cluster() {
+            let mut script = self.invoke(&CAS_RUN_LEASED);
+            script
+                .key(run_key(run_id, "run"))
+                .key(LEASES_KEY)
+                .arg(expected)
+                .arg(value.as_ref())
+                .arg(ttl_ms(ttl))
+                .arg(lease)
+                .arg(run_id);
+            return decode_cas(self.eval(&script).await.map_err(store_err)?);
+        }
+        // On a cluster the lease list is in another slot: a second call, after the record.
         let mut script = self.invoke(&CAS_RUN);
         script
             .key(run_key(run_id, "run"))
             .arg(expected)
             .arg(value.as_ref())
             .arg(ttl_ms(ttl));
-        decode_cas(self.eval(&script).await.map_err(store_err)?)
+        let cas = decode_cas(self.eval(&script).await.map_err(store_err)?)?;
+        if matches!(cas, Cas::Written(_)) {
+            let mut list = match lease_until_ms {
+                Some(_) => redis::cmd("ZADD"),
+                None => redis::cmd("ZREM"),
+            };
+            list.arg(LEASES_KEY);
+            if let Some(until) = lease_until_ms {
+                list.arg(until);
+            }
+            list.arg(run_id);
+            self.query_write::<i64>(&list).await?;
+        }
+        Ok(cas)
+    }
+
+    async fn expired_leases(&self, now_ms: i64, limit: usize) -> StoreResult<Vec<String>> {
+        let mut due = redis::cmd("ZRANGEBYSCORE");
+        due.arg(LEASES_KEY)
+            .arg("-inf")
+            .arg(format!("({now_ms}"))
+            .arg("LIMIT")
+            .arg(0)
+            .arg(limit);
+        let ids: Vec<String> = self.query(&due).await?;
+        let mut live = Vec::with_capacity(ids.len());
+        // Records expire on their own: an entry whose record is gone leaves the list here.
+        for id in ids {
+            let mut exists = redis::cmd("EXISTS");
+            exists.arg(run_key(&id, "run"));
+            if self.query::<u64>(&exists).await? > 0 {
+                live.push(id);
+            } else {
+                let mut zrem = redis::cmd("ZREM");
+                zrem.arg(LEASES_KEY).arg(&id);
+                self.query_write::<i64>(&zrem).await?;
+            }
+        }
+        Ok(live)
     }
 
     async fn append_chunks(
@@ -547,7 +601,10 @@ impl Store for RedisStore {
         del.arg(run_key(run_id, "run"))
             .arg(run_key(run_id, "log"))
             .arg(run_key(run_id, "log:z"));
-        self.query_write::<u64>(&del).await.map(drop)
+        self.query_write::<u64>(&del).await?;
+        let mut zrem = redis::cmd("ZREM");
+        zrem.arg(LEASES_KEY).arg(run_id);
+        self.query_write::<i64>(&zrem).await.map(drop)
     }
 }
 

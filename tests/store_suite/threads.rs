@@ -268,7 +268,7 @@ async fn resource_documents_cas(f: Fixture) {
 async fn delete_run_removes_record_and_log(f: Fixture) {
     let s = f.store;
     let ttl = Duration::from_secs(60);
-    s.cas_run("r1", 0, b("rec"), ttl).await.unwrap();
+    s.cas_run("r1", 0, b("rec"), ttl, None).await.unwrap();
     s.append_chunks(
         "r1",
         vec![(1, b("c1"))],
@@ -285,7 +285,7 @@ async fn delete_run_removes_record_and_log(f: Fixture) {
     // Deleting again is fine; the id can be used afresh.
     s.delete_run("r1").await.unwrap();
     assert_eq!(
-        s.cas_run("r1", 0, b("new"), ttl).await.unwrap(),
+        s.cas_run("r1", 0, b("new"), ttl, None).await.unwrap(),
         Cas::Written(1)
     );
 }

@@ -6,8 +6,8 @@ use redb::{ReadTransaction, ReadableTable, WriteTransaction};
 
 use super::writer::Ctx;
 use super::{
-    CLAIMS, EXPIRING_CLAIM, EXPIRING_LOG, EXPIRING_RUN, EXPIRY, ExpiryKey, LOG_ENTRIES, LOG_HEADS,
-    LogKey, LogRow, RUNS, RunRow, SWEEP_LIMIT,
+    CLAIMS, EXPIRING_CLAIM, EXPIRING_LOG, EXPIRING_RUN, EXPIRY, ExpiryKey, LEASE_OF, LEASES,
+    LOG_ENTRIES, LOG_HEADS, LogKey, LogRow, RUNS, RunRow, SWEEP_LIMIT,
 };
 use crate::store::{LogEntry, LogLimits, StoreError, StoreResult, Versioned};
 
@@ -181,6 +181,33 @@ pub(super) fn sweep_expired(tx: &WriteTransaction, now_ms: u64) -> StoreResult<u
     Ok(due.len())
 }
 
+/// Lists the run in [`LEASES`] until `until` (Unix ms), or takes it off the list (`None`).
+pub(super) fn set_lease(
+    tx: &WriteTransaction,
+    run_id: &str,
+    until: Option<u64>,
+) -> StoreResult<()> {
+    let mut lease_of = tx.open_table(LEASE_OF)?;
+    let previous = lease_of.get(run_id)?.map(|v| v.value());
+    if previous == until {
+        return Ok(());
+    }
+    let mut leases = tx.open_table(LEASES)?;
+    if let Some(previous) = previous {
+        leases.remove((previous, run_id))?;
+    }
+    match until {
+        Some(until) => {
+            leases.insert((until, run_id), ())?;
+            lease_of.insert(run_id, until)?;
+        }
+        None => {
+            lease_of.remove(run_id)?;
+        }
+    }
+    Ok(())
+}
+
 /// Deletes one record if it is still expired (a later write may have extended it).
 pub(super) fn purge(tx: &WriteTransaction, kind: u8, id: &str, now_ms: u64) -> StoreResult<()> {
     match kind {
@@ -188,6 +215,8 @@ pub(super) fn purge(tx: &WriteTransaction, kind: u8, id: &str, now_ms: u64) -> S
             let mut runs = tx.open_table(RUNS)?;
             if read_expiry(&runs, id, |(_, expires, _)| expires)?.is_some_and(|at| at <= now_ms) {
                 runs.remove(id)?;
+                drop(runs);
+                set_lease(tx, id, None)?;
             }
         }
         EXPIRING_LOG => {
@@ -217,6 +246,7 @@ pub(super) fn delete_run(tx: &WriteTransaction, run_id: &str) -> StoreResult<()>
     reschedule(&mut expiry, EXPIRING_RUN, run_id, run_expiry, None)?;
     reschedule(&mut expiry, EXPIRING_LOG, run_id, log_expiry, None)?;
     drop(expiry);
+    set_lease(tx, run_id, None)?;
     purge(tx, EXPIRING_RUN, run_id, u64::MAX)?;
     purge(tx, EXPIRING_LOG, run_id, u64::MAX)
 }

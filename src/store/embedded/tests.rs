@@ -108,7 +108,10 @@ async fn sweep_purges_expired_records() {
     let store = open(&dir, options);
     let ttl = Duration::from_millis(50);
     let limits = LogLimits { max_chunks: 5, ttl };
-    store.cas_run("run", 0, Bytes::new(), ttl).await.unwrap();
+    store
+        .cas_run("run", 0, Bytes::new(), ttl, None)
+        .await
+        .unwrap();
     store
         .append_chunks("run", vec![(1, Bytes::new())], limits)
         .await

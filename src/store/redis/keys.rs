@@ -41,6 +41,10 @@ pub(super) fn watch_channel(key: &ThreadKey, kind: &str) -> String {
     )
 }
 
+/// The sorted set of runs executing somewhere, scored by when their lease ends (one key: the
+/// takeover scan reads it from any replica).
+pub(super) const LEASES_KEY: &str = "agentd:run-leases";
+
 /// A key (or channel) of a run.
 pub(super) fn run_key(run_id: &str, suffix: &str) -> String {
     format!("agentd:{{r:{}}}:{suffix}", esc(run_id))

@@ -168,6 +168,25 @@ return res
     )
 });
 
+/// One node: KEYS: run, leases; ARGV: expected, value, ttl_ms, lease end ms ('' = none), run
+/// id → CAS reply. The run joins (or leaves) the lease list in the same step.
+pub(super) static CAS_RUN_LEASED: LazyLock<StoreScript> = LazyLock::new(|| {
+    script(
+        r#"
+local res = cas_versioned(KEYS[1], ARGV[1], ARGV[2], now_ms())
+if res[1] == 1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  if ARGV[4] == '' then
+    redis.call('ZREM', KEYS[2], ARGV[5])
+  else
+    redis.call('ZADD', KEYS[2], ARGV[4], ARGV[5])
+  end
+end
+return res
+"#,
+    )
+});
+
 /// KEYS: doc; ARGV: expected, value → CAS reply (a document without expiry).
 pub(super) static CAS_PLAIN: LazyLock<StoreScript> =
     LazyLock::new(|| script("return cas_versioned(KEYS[1], ARGV[1], ARGV[2], now_ms())"));
