@@ -160,7 +160,10 @@ impl ToolSpec {
             match &self.kind {
                 ToolKind::Task(op) => run_task_tool(*op, env, args).await,
                 ToolKind::Http(tool) => tool.call(env, &self.name, call_id, args).await,
-                ToolKind::Mcp(tool) => tool.call(&self.name, args).await,
+                ToolKind::Mcp(tool) => {
+                    let key = idempotency_key(&env.run_id, call_id);
+                    tool.call(&self.name, args, &key).await
+                }
                 ToolKind::WorkingMemory(settings) => {
                     update_working_memory(settings, env, args).await
                 }
@@ -308,7 +311,14 @@ impl HttpTool {
             "resourceId": env.thread.as_ref().map(|k| k.resource_id.clone()),
             "requestContext": env.request_context,
         });
-        let mut request = env.http.post(&self.url).timeout(self.timeout).json(&body);
+        // A run taken over by another replica may call a tool again under the same call id:
+        // the key lets the endpoint answer the repeat without doing it twice.
+        let mut request = env
+            .http
+            .post(&self.url)
+            .timeout(self.timeout)
+            .header("idempotency-key", idempotency_key(&env.run_id, call_id))
+            .json(&body);
         for (header, value) in &self.headers {
             request = request.header(header, value);
         }
@@ -360,6 +370,11 @@ pub fn unknown_tool_text(name: &str, available: &[&str]) -> String {
         "Tool \"{name}\" not found. Available tools: {}. Call tools by their exact name only — never add prefixes, namespaces, or colons.",
         available.join(", ")
     )
+}
+
+/// The idempotency key of one tool call: the same when a taken-over run calls it again.
+pub fn idempotency_key(run_id: &str, call_id: &str) -> String {
+    format!("{run_id}:{call_id}")
 }
 
 #[cfg(test)]

@@ -5,7 +5,10 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use rmcp::ServiceError;
-use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::model::{CallToolRequestParams, CallToolResult, RequestMetaObject};
+
+/// The `_meta` key of a tool call's idempotency key.
+const IDEMPOTENCY_META: &str = "io.agentd/idempotencyKey";
 use rmcp::service::{Peer, RoleClient};
 use serde_json::Value;
 
@@ -106,6 +109,7 @@ impl McpServer {
         tool: &str,
         exposed: &str,
         args: &Value,
+        idempotency_key: &str,
     ) -> Result<ToolOutput, String> {
         let snapshot = self.snapshot();
         let Some(peer) = &snapshot.peer else {
@@ -118,6 +122,12 @@ impl McpServer {
             Value::Null => {}
             _ => return Err(format!("Tool \"{exposed}\" takes an object of arguments")),
         }
+        // Repeated under the same key when a taken-over run calls it again (see the README).
+        let mut meta = RequestMetaObject::new();
+        meta.0
+            .0
+            .insert(IDEMPOTENCY_META.into(), idempotency_key.into());
+        params.meta = Some(meta);
         match tokio::time::timeout(self.call_timeout, peer.call_tool(params)).await {
             Err(_) => Err(format!(
                 "Tool \"{exposed}\" timed out after {}s (MCP server \"{}\")",
@@ -214,7 +224,7 @@ mod tests {
         let server = McpServer::new("fs", Duration::from_secs(1), true);
         server.set_down("the process exited".to_owned());
         let err = server
-            .call("read", "fs_read", &json!({}))
+            .call("read", "fs_read", &json!({}), "run:call")
             .await
             .unwrap_err();
         assert_eq!(

@@ -26,9 +26,9 @@ pub struct McpTool {
 }
 
 impl McpTool {
-    /// Calls it; `exposed` is the name the model used.
-    pub async fn call(&self, exposed: &str, args: &Value) -> Result<ToolOutput, String> {
-        self.server.call(&self.tool, exposed, args).await
+    /// Calls it; `exposed` is the name the model used, `key` the call's idempotency key.
+    pub async fn call(&self, exposed: &str, args: &Value, key: &str) -> Result<ToolOutput, String> {
+        self.server.call(&self.tool, exposed, args, key).await
     }
 }
 
