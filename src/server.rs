@@ -304,9 +304,12 @@ async fn serve(
             max_log_chunks: config.limits.max_log_chunks,
             approval_ttl: Duration::from_secs(config.limits.approval_ttl_secs),
             hook_deadline: Duration::from_millis(config.limits.hook_deadline_ms),
+            lease: Duration::from_millis(config.limits.run_lease_ms),
+            takeover_interval: Duration::from_millis(config.limits.takeover_interval_ms),
         },
     );
     let abort_listener = tokio::spawn(runtime.clone().listen_for_aborts(shutdown.clone()));
+    let takeovers = tokio::spawn(runtime.clone().listen_for_takeovers(shutdown.clone()));
     let agents = AgentApi::new(runtime.clone(), config.limits.clone(), drain.clone());
     let approvals = ApprovalApi::new(runtime.clone(), config.limits.clone());
 
@@ -369,6 +372,7 @@ async fn serve(
     shutdown.cancel();
     let _ = monitor.await;
     let _ = abort_listener.await;
+    let _ = takeovers.await;
     mcp.shutdown().await;
     store.close().await;
     metrics_stop.cancel();

@@ -47,6 +47,8 @@ pub enum FailureCategory {
     Store,
     /// A hook (client or webhook) failed under the FAIL policy, or a prepare_step hook threw.
     Hook,
+    /// The replica executing the run stopped, and the run could not be continued elsewhere.
+    Replica,
 }
 
 impl FailureCategory {
@@ -57,6 +59,7 @@ impl FailureCategory {
             Self::System => "SYSTEM",
             Self::Store => "STORE",
             Self::Hook => "HOOK",
+            Self::Replica => "REPLICA",
         }
     }
 }
@@ -82,6 +85,9 @@ pub enum RunFailure {
     /// Semantic recall could not embed the query or the messages to save.
     #[error("Semantic recall failed: {0}")]
     Embedding(String),
+    /// The replica executing the run stopped and the replica taking it over cannot continue it.
+    #[error("The server executing the run stopped and the run cannot be continued: {0}")]
+    OwnerLost(String),
 }
 
 impl RunFailure {
@@ -94,6 +100,7 @@ impl RunFailure {
             Self::Store(_) => "STORE_UNAVAILABLE",
             Self::Hook(_) => "HOOK_FAILED",
             Self::Embedding(_) => "EMBEDDING_FAILED",
+            Self::OwnerLost(_) => "RUN_OWNER_LOST",
         }
     }
 
@@ -106,6 +113,7 @@ impl RunFailure {
             }
             Self::Store(_) => FailureCategory::Store,
             Self::Hook(_) => FailureCategory::Hook,
+            Self::OwnerLost(_) => FailureCategory::Replica,
         }
     }
 }
@@ -154,6 +162,11 @@ mod tests {
                 RunFailure::Store("down".into()),
                 "STORE_UNAVAILABLE",
                 "STORE",
+            ),
+            (
+                RunFailure::OwnerLost("agent gone".into()),
+                "RUN_OWNER_LOST",
+                "REPLICA",
             ),
         ];
         for (failure, id, category) in cases {

@@ -60,6 +60,19 @@ pub struct RunRecord {
     /// The trace of the run's first span, for links from continuations.
     #[serde(default)]
     pub trace: Option<(String, String)>,
+    /// While running: the Unix millisecond by which its owner must renew the record, after
+    /// which another replica takes the run over (`None` until the first renewal of a
+    /// continuation: the store's lease list then holds it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_until_ms: Option<i64>,
+    /// While running from its start: the request, so a takeover before the first checkpoint
+    /// can run it again (a checkpoint is `state`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<RunRequest>,
+    /// An Abort that reached the record while it was running: a replica taking it over ends
+    /// it instead of continuing it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abort_reason: Option<String>,
     /// The tenant that started the run (empty: an unscoped caller); only it (and unscoped
     /// callers) may observe, abort or decide the run.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -76,12 +89,12 @@ pub enum Decided {
 }
 
 impl RunRecord {
-    /// The record of a run starting now on `owner`.
+    /// The record of a run starting now on `owner`, which holds its lease for `lease_ms`.
     pub fn start(
         run_id: &str,
         request: &RunRequest,
         fingerprint: String,
-        owner: &str,
+        (owner, lease_ms): (&str, i64),
         trace: (String, String),
         now_ms: i64,
     ) -> Self {
@@ -102,6 +115,9 @@ impl RunRecord {
             expires_at_ms: None,
             trace: Some(trace),
             tenant: request.tenant.clone(),
+            lease_until_ms: Some(now_ms.saturating_add(lease_ms)),
+            request: Some(request.clone()),
+            abort_reason: None,
         }
     }
 
@@ -117,6 +133,9 @@ impl RunRecord {
     ) {
         self.last_sequence = last_sequence;
         self.updated_at_ms = now_ms;
+        self.lease_until_ms = None;
+        self.request = None;
+        self.abort_reason = None;
         self.finish_reason = match end {
             RunEnd::Model(reason) => Some(reason),
             RunEnd::Suspended | RunEnd::Aborted | RunEnd::Failed => None,
@@ -243,8 +262,14 @@ mod tests {
             agent_id: "a".into(),
             ..RunRequest::default()
         };
-        let mut record =
-            RunRecord::start("run", &request, "fp".into(), "r1", Default::default(), 0);
+        let mut record = RunRecord::start(
+            "run",
+            &request,
+            "fp".into(),
+            ("r1", 10_000),
+            Default::default(),
+            0,
+        );
         let mut state = RunState::new(request, Vec::new(), false);
         state.open_step = Some(OpenStep {
             step: StepRecord {

@@ -106,6 +106,16 @@ pub struct Runner {
     stop_after_next: bool,
     /// The last completion check.
     completion: Option<CompletionCheck>,
+    /// Where the run's durable points go (before each step's tool calls run).
+    checkpoint: Option<Arc<dyn Checkpoint>>,
+}
+
+/// Keeps a run's durable points, so that another replica can continue it.
+#[async_trait::async_trait]
+pub trait Checkpoint: Send + Sync {
+    /// Stores `state` (a step whose tool calls are about to run is its `open_step`) and the
+    /// sequence of the run's last chunk so far; returns once it is stored (or failed).
+    async fn save(&self, state: &RunState, sequence: u64);
 }
 
 impl Runner {
@@ -154,6 +164,7 @@ impl Runner {
             overrides: StepOverrides::default(),
             stop_after_next: false,
             completion: None,
+            checkpoint: None,
         }
     }
 
@@ -166,6 +177,12 @@ impl Runner {
     /// Calls these hooks while the run runs.
     pub fn with_hooks(mut self, hooks: Option<Arc<RunHooks>>) -> Self {
         self.hooks = hooks;
+        self
+    }
+
+    /// Saves a checkpoint through `checkpoint` before each step's tool calls run.
+    pub fn with_checkpoint(mut self, checkpoint: Arc<dyn Checkpoint>) -> Self {
+        self.checkpoint = Some(checkpoint);
         self
     }
 

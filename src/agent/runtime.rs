@@ -6,6 +6,7 @@
 
 mod abort;
 mod decide;
+mod lease;
 mod observe;
 mod scope;
 
@@ -70,6 +71,10 @@ pub struct RuntimeLimits {
     pub approval_ttl: Duration,
     /// How long a hook call may take when nothing else says.
     pub hook_deadline: Duration,
+    /// How long this replica's lease on a run lasts without renewal.
+    pub lease: Duration,
+    /// How often this replica looks for runs whose lease ended.
+    pub takeover_interval: Duration,
 }
 
 /// Everything a run (or a continuation) starts with.
@@ -185,25 +190,24 @@ impl Runtime {
             RunError::Exhausted("too many runs in progress on this server; retry later".into())
         })?;
 
-        let working = agent.run_working_memory(&request);
-        let (history, tasks, thread_existed, working_data) =
-            self.load_memory(&request, working.as_ref()).await?;
         let span = run_span(&agent, &request, &run_id, parent.as_ref(), &[]);
         let trace = telemetry::run_trace_ids(&span, parent.as_ref());
         let record = RunRecord::start(
             &run_id,
             &request,
             fingerprint,
-            &self.replica,
+            (&self.replica, millis(self.limits.lease)),
             trace.clone(),
             now_ms(),
         );
+        let (state, tasks) = self.fresh_state(&agent, request).await?;
         let version = match self.write_record(&run_id, 0, &record).await? {
             Cas::Written(v) => v,
-            Cas::Conflict(_) if request.idempotency_key.is_some() => {
+            Cas::Conflict(_) if state.request.idempotency_key.is_some() => {
                 // An identical request won the race to start it: follow that run (when it is
                 // this tenant's: a run id another tenant chose is merely taken).
-                self.check_run_tenant(&request.tenant, &run_id).await?;
+                self.check_run_tenant(&state.request.tenant, &run_id)
+                    .await?;
                 return Ok((self.observe(&run_id, 0).await?, trace));
             }
             Cas::Conflict(_) => {
@@ -212,14 +216,6 @@ impl Runtime {
                 )));
             }
         };
-        let suspended_tools = self.waiting_client_tools(&request).await?;
-        let read_only = request.memory.as_ref().is_some_and(|m| m.read_only);
-        let mut state = RunState::new(request, history, thread_existed);
-        state.working_memory = working.map(|settings| working::RunWorkingMemory {
-            prompt: settings.system_message(working_data.as_deref(), read_only),
-            settings,
-        });
-        state.suspended_tools = suspended_tools;
         let stream = self.spawn(Launch {
             agent,
             state,
@@ -233,6 +229,28 @@ impl Runtime {
             hooks,
         });
         Ok((stream, trace))
+    }
+
+    /// The state a run starts from: its thread's history, task list and working memory, and
+    /// the waiting client tools auto-resume offers (also what a takeover before the first
+    /// checkpoint starts again from).
+    async fn fresh_state(
+        &self,
+        agent: &AgentDef,
+        request: RunRequest,
+    ) -> Result<(RunState, TaskList), RunError> {
+        let working = agent.run_working_memory(&request);
+        let (history, tasks, thread_existed, working_data) =
+            self.load_memory(&request, working.as_ref()).await?;
+        let suspended_tools = self.waiting_client_tools(&request).await?;
+        let read_only = request.memory.as_ref().is_some_and(|m| m.read_only);
+        let mut state = RunState::new(request, history, thread_existed);
+        state.working_memory = working.map(|settings| working::RunWorkingMemory {
+            prompt: settings.system_message(working_data.as_deref(), read_only),
+            settings,
+        });
+        state.suspended_tools = suspended_tools;
+        Ok((state, tasks))
     }
 
     /// Reads the thread's history (its last `last_messages` rows, counted as the reference
@@ -313,6 +331,13 @@ impl Runtime {
     ) -> Result<Cas, StoreError> {
         let bytes = serde_json::to_vec(record)
             .map_err(|e| StoreError::Corrupt(format!("run record: {e}")))?;
+        // A running run stays on the store's lease list; the record's own lease when it has
+        // one (a continuation gets its first at its first renewal).
+        let lease = (record.status == RunStatus::Running).then(|| {
+            record
+                .lease_until_ms
+                .unwrap_or_else(|| now_ms().saturating_add(millis(self.limits.lease)))
+        });
         let ttl = match record.expires_at_ms {
             Some(expires) => {
                 Duration::from_millis(u64::try_from(expires - now_ms()).unwrap_or(0))
@@ -322,7 +347,7 @@ impl Runtime {
         };
         self.deps
             .store
-            .cas_run(run_id, expected, Bytes::from(bytes), ttl)
+            .cas_run(run_id, expected, Bytes::from(bytes), ttl, lease)
             .await
     }
 
@@ -353,7 +378,10 @@ impl Runtime {
         self.register(&run_id, cancel.clone(), reason.clone());
         let span = launch.span.clone();
         let this = self.clone();
-        tokio::spawn(this.execute(launch, tx, cancel, reason).instrument(span));
+        tokio::spawn(
+            this.execute(launch, Some(tx), cancel, reason)
+                .instrument(span),
+        );
         ClientStream {
             inner: ReceiverStream::new(rx),
             _active: telemetry::metrics().stream_opened(),
@@ -368,7 +396,7 @@ impl Runtime {
     async fn execute(
         self: Arc<Self>,
         launch: Launch,
-        client: ClientSender,
+        client: Option<ClientSender>,
         cancel: CancellationToken,
         reason: Arc<Mutex<Option<String>>>,
     ) {
@@ -376,7 +404,7 @@ impl Runtime {
             agent,
             mut state,
             tasks,
-            mut record,
+            record,
             version,
             permit,
             span: _,
@@ -390,9 +418,22 @@ impl Runtime {
             self.deps.store.clone(),
             run_id.clone(),
             record.last_sequence,
-            Some(client),
+            client,
             self.log_limits(),
         );
+        let agent_id = record.agent_id.clone();
+        // The lease is renewed while the run executes; checkpoints go through the same handle.
+        let handle = lease::RecordHandle::new(record, version);
+        let stop_renewing = CancellationToken::new();
+        let renewer = tokio::spawn(self.clone().renew(
+            handle.clone(),
+            (cancel.clone(), reason.clone()),
+            stop_renewing.clone(),
+        ));
+        let checkpoint = Arc::new(lease::RecordCheckpoint {
+            runtime: self.clone(),
+            handle: handle.clone(),
+        });
         let structurer = state
             .request
             .structured_output
@@ -428,7 +469,8 @@ impl Runtime {
         )
         .with_structurer(structurer)
         .with_agents(self.agents.clone())
-        .with_hooks(hooks);
+        .with_hooks(hooks)
+        .with_checkpoint(checkpoint);
         let RunOutcome {
             mut result,
             suspended,
@@ -441,26 +483,22 @@ impl Runtime {
         (result.trace_id, result.span_id) = trace;
         let finish_reason =
             super::wire::run_finish_name(super::wire::run_finish_reason(result.end));
-        telemetry::metrics().run_finished(&record.agent_id, finish_reason);
+        telemetry::metrics().run_finished(&agent_id, finish_reason);
         let steps = result.steps.len();
+        stop_renewing.cancel();
+        let _ = renewer.await;
         // Record first, then emit `finish`: a client that reacts to it (Approve, Abort, a new
-        // turn) must find the run in its final state.
-        record.end(
+        // turn) must find the run in its final state. Retried until it lands.
+        let (end, last, approval_ttl) = (
             result.end,
-            suspended,
             em.sequence() + 1,
-            now_ms(),
             millis(self.limits.approval_ttl),
         );
-        // Only the executing replica writes a running run's record, so a conflict is a bug.
-        match self.write_record(&run_id, version, &record).await {
-            Ok(Cas::Written(_)) => {}
-            Ok(Cas::Conflict(_)) => warn!(run_id, "run record changed under its owner"),
-            Err(e) => {
-                telemetry::metrics().store_error("run_record");
-                warn!(run_id, error = %e, "could not record the run's end");
-            }
-        }
+        self.write_end(&handle, |r| {
+            r.end(end, suspended.clone(), last, now_ms(), approval_ttl);
+        })
+        .await;
+        let record = handle.record().await;
         if record.status == RunStatus::Suspended {
             self.index_pending(&record, true).await;
         }

@@ -161,6 +161,11 @@ overrides! {
     approval_ttl_secs: u64 => limits.approval_ttl_secs, "AGENTD_APPROVAL_TTL_SECS";
     /// Milliseconds one hook call may take by default.
     hook_deadline_ms: u64 => limits.hook_deadline_ms, "AGENTD_HOOK_DEADLINE_MS";
+    /// Milliseconds a replica's lease on a run it executes lasts without renewal; then another
+    /// replica takes the run over.
+    run_lease_ms: u64 => limits.run_lease_ms, "AGENTD_RUN_LEASE_MS";
+    /// Milliseconds between a replica's looks for runs whose lease ended.
+    takeover_interval_ms: u64 => limits.takeover_interval_ms, "AGENTD_TAKEOVER_INTERVAL_MS";
 }
 
 /// An optional setting given a value.
@@ -419,6 +424,11 @@ pub struct Limits {
     /// How long one hook call may take when neither the request nor the webhook says, in
     /// milliseconds.
     pub hook_deadline_ms: u64,
+    /// How long a replica's lease on a run it executes lasts without renewal (renewed every
+    /// third of it), in milliseconds; then another replica takes the run over.
+    pub run_lease_ms: u64,
+    /// How often each replica looks for runs whose lease ended, in milliseconds.
+    pub takeover_interval_ms: u64,
 }
 
 impl Default for Limits {
@@ -435,6 +445,8 @@ impl Default for Limits {
             max_log_chunks: 10_000,
             approval_ttl_secs: 24 * 3600,
             hook_deadline_ms: 10_000,
+            run_lease_ms: 10_000,
+            takeover_interval_ms: 1_000,
         }
     }
 }
@@ -554,6 +566,11 @@ impl Config {
                 limits.approval_ttl_secs as usize,
             ),
             ("limits.hook_deadline_ms", limits.hook_deadline_ms as usize),
+            ("limits.run_lease_ms", limits.run_lease_ms as usize),
+            (
+                "limits.takeover_interval_ms",
+                limits.takeover_interval_ms as usize,
+            ),
         ] {
             if value == 0 {
                 return Err(invalid(&format!("{name} must be > 0")));

@@ -87,6 +87,17 @@ impl Runner {
             pending,
         };
         if open.pending.is_empty() {
+            // Durable before any call has effects outside agentd: a takeover runs this step's
+            // calls again under the same ids rather than asking the model for new ones. Steps
+            // of task tools only (the store's own, replaced whole by a re-run) skip it, unless
+            // messages are saved per step (a re-run from an earlier point would save twice).
+            if let Some(checkpoint) = &self.checkpoint
+                && (self.state.request.save_per_step || self.has_outside_effects(&open.step))
+            {
+                let mut state = self.state.clone();
+                state.open_step = Some(open.clone());
+                checkpoint.save(&state, em.sequence()).await;
+            }
             return self.settle(em, open).await;
         }
         for p in &open.pending {
@@ -97,6 +108,17 @@ impl Runner {
             em.emit(event).await;
         }
         ToolPhase::Suspend(open)
+    }
+
+    /// Whether a call of `step` reaches outside agentd's store (HTTP, MCP, an unknown tool:
+    /// anything but the task tools and working memory).
+    fn has_outside_effects(&self, step: &StepRecord) -> bool {
+        step.tool_calls.iter().any(|call| {
+            !self.offered.iter().any(|t| {
+                t.name == call.name
+                    && matches!(t.kind, ToolKind::Task(_) | ToolKind::WorkingMemory(_))
+            })
+        })
     }
 
     /// With auto-resume: strips the resume arguments from the step's calls and turns each call

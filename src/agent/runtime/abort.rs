@@ -42,10 +42,40 @@ impl Runtime {
                         .store
                         .publish_control(CONTROL_CHANNEL, Bytes::from(message))
                         .await?;
+                    // If its replica is gone, no one hears that: the replica taking it over
+                    // reads the reason from the record and ends it instead.
+                    self.record_abort(doc, record, why).await?;
                 }
                 Ok(true)
             }
             RunStatus::Suspended => self.abort_suspended(doc, record, why).await,
+        }
+    }
+
+    /// Writes `why` into a running run's record (compare-and-set, again on a conflict while
+    /// it still runs).
+    async fn record_abort(
+        &self,
+        mut doc: Versioned,
+        mut record: RunRecord,
+        why: &str,
+    ) -> Result<(), RunError> {
+        loop {
+            if record.status != RunStatus::Running || record.abort_reason.is_some() {
+                return Ok(());
+            }
+            record.abort_reason = Some(why.to_owned());
+            match self
+                .write_record(&record.run_id, doc.version, &record)
+                .await?
+            {
+                Cas::Written(_) => return Ok(()),
+                Cas::Conflict(Some(current)) => {
+                    record = decode_record(&current)?;
+                    doc = current;
+                }
+                Cas::Conflict(None) => return Ok(()),
+            }
         }
     }
 

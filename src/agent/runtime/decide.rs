@@ -106,7 +106,8 @@ impl Runtime {
                 return self.report_waiting(&record, first_sequence).await;
             };
             self.index_pending(&record, false).await;
-            let Some(state) = record.state.take() else {
+            // The record keeps the state: it is the continuation's checkpoint until its next.
+            let Some(state) = record.state.clone() else {
                 return Err(RunError::FailedPrecondition(format!(
                     "run {run_id:?} has no state to continue from"
                 )));
@@ -154,7 +155,7 @@ impl Runtime {
     }
 
     /// The agent and current task list a suspended run continues with.
-    async fn continuation_inputs(
+    pub(super) async fn continuation_inputs(
         &self,
         record: &RunRecord,
     ) -> Result<(Arc<AgentDef>, TaskList), RunError> {
