@@ -36,6 +36,21 @@ async fn health_becomes(
     .await
 }
 
+/// The error a stream ends with (skipping its items), within ten seconds; a clean end fails.
+async fn ending_error<T>(stream: &mut tonic::Streaming<T>) -> tonic::Status {
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(item) = stream.next().await {
+            if let Err(status) = item {
+                return Some(status);
+            }
+        }
+        None
+    })
+    .await
+    .expect("the stream ends in time");
+    ended.expect("it ends with an error, not a clean end")
+}
+
 #[tokio::test]
 async fn starts_while_redis_is_down_and_serves_once_it_comes_up() {
     let mut redis = RedisServer::start();
@@ -189,31 +204,14 @@ async fn shutdown_pre_drains_then_ends_watch_and_observe_streams_unavailable() {
         .await
         .expect("calls are accepted during the pre-drain");
 
-    let ended = tokio::time::timeout(Duration::from_secs(10), async {
-        while let Some(item) = watch.next().await {
-            if let Err(status) = item {
-                return Some(status);
-            }
-        }
-        None
-    })
-    .await
-    .expect("the Watch stream ends");
-    let status = ended.expect("it ends with an error, not a clean end");
-    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
-
-    let observed = tokio::time::timeout(Duration::from_secs(10), async {
-        while let Some(item) = observe.next().await {
-            if let Err(status) = item {
-                return Some(status);
-            }
-        }
-        None
-    })
-    .await
-    .expect("the Observe stream ends");
-    let status = observed.expect("Observe ends with an error while the run goes on");
-    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    let status = ending_error(&mut watch).await;
+    assert_eq!(status.code(), Code::Unavailable, "Watch: {status:?}");
+    let status = ending_error(&mut observe).await;
+    assert_eq!(
+        status.code(),
+        Code::Unavailable,
+        "Observe, while the run goes on: {status:?}"
+    );
 
     // The run itself finishes within the grace period, on its own stream.
     let rest = support::collect(run).await;

@@ -133,6 +133,41 @@ async fn lookup_endpoint() -> (String, Arc<Mutex<Vec<String>>>) {
     (url, keys)
 }
 
+/// Replica A (to be killed) and replica B on one Redis, the mock model and the `lookup` tool.
+struct Pair {
+    mock: MockOpenAi,
+    keys: Arc<Mutex<Vec<String>>>,
+    a: Doomed,
+    b: agentd::server::RunningServer,
+    on_a: pb::agent_service_client::AgentServiceClient<tonic::transport::Channel>,
+    _dir: tempfile::TempDir,
+}
+
+impl Pair {
+    async fn start(redis: &Deployment) -> Self {
+        let mock = MockOpenAi::start().await.expect("mock");
+        slow_answers(&mock);
+        let (tools, keys) = lookup_endpoint().await;
+        let dir = tempfile::tempdir().expect("dir");
+        let a = Doomed::start(replica_config(&mock, redis, dir.path(), &tools));
+        let b = support::start(replica_config(&mock, redis, dir.path(), &tools)).await;
+        let channel_a = tonic::transport::Channel::from_shared(format!("http://{}", a.addr))
+            .expect("uri")
+            .connect()
+            .await
+            .expect("connect to A");
+        let on_a = pb::agent_service_client::AgentServiceClient::new(channel_a);
+        Self {
+            mock,
+            keys,
+            a,
+            b,
+            on_a,
+            _dir: dir,
+        }
+    }
+}
+
 fn generate(agent: &str, thread: &str) -> pb::GenerateRequest {
     pb::GenerateRequest {
         agent_id: agent.into(),
@@ -144,18 +179,14 @@ fn generate(agent: &str, thread: &str) -> pb::GenerateRequest {
 }
 
 async fn killing_the_executing_replica_hands_every_run_to_the_survivor(redis: Deployment) {
-    let mock = MockOpenAi::start().await.expect("mock");
-    slow_answers(&mock);
-    let (tools, keys) = lookup_endpoint().await;
-    let dir = tempfile::tempdir().expect("dir");
-    let a = Doomed::start(replica_config(&mock, &redis, dir.path(), &tools));
-    let b = support::start(replica_config(&mock, &redis, dir.path(), &tools)).await;
-    let channel_a = tonic::transport::Channel::from_shared(format!("http://{}", a.addr))
-        .expect("uri")
-        .connect()
-        .await
-        .expect("connect to A");
-    let mut on_a = pb::agent_service_client::AgentServiceClient::new(channel_a);
+    let Pair {
+        mock,
+        keys,
+        a,
+        b,
+        mut on_a,
+        _dir,
+    } = Pair::start(&redis).await;
     let on_b = support::agents_client(&b).await;
 
     // Three fetchers (a checkpoint before their HTTP call), three planners (task tools only: no
@@ -289,18 +320,13 @@ async fn killing_the_executing_replica_hands_every_run_to_the_survivor(redis: De
 }
 
 async fn an_abort_reaches_a_run_whose_replica_died(redis: Deployment) {
-    let mock = MockOpenAi::start().await.expect("mock");
-    slow_answers(&mock);
-    let (tools, _) = lookup_endpoint().await;
-    let dir = tempfile::tempdir().expect("dir");
-    let a = Doomed::start(replica_config(&mock, &redis, dir.path(), &tools));
-    let b = support::start(replica_config(&mock, &redis, dir.path(), &tools)).await;
-    let channel_a = tonic::transport::Channel::from_shared(format!("http://{}", a.addr))
-        .expect("uri")
-        .connect()
-        .await
-        .expect("connect to A");
-    let mut on_a = pb::agent_service_client::AgentServiceClient::new(channel_a);
+    let Pair {
+        a,
+        b,
+        mut on_a,
+        _dir,
+        ..
+    } = Pair::start(&redis).await;
     let mut stream = on_a
         .generate(generate("plain", &support::unique("orphan")))
         .await

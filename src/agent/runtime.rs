@@ -588,6 +588,17 @@ fn run_span(
     telemetry::run_span(&attrs, parent, links)
 }
 
+/// The links of a run's continuation (after a decision, or on the replica taking it over) to
+/// the run's first span.
+fn continuation_links(record: &RunRecord) -> Vec<opentelemetry::trace::SpanContext> {
+    record
+        .trace
+        .as_ref()
+        .and_then(|(trace, span)| telemetry::remote_span_context(trace, span))
+        .into_iter()
+        .collect()
+}
+
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }

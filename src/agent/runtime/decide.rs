@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tracing::warn;
 
-use super::{ChunkStream, Launch, Runtime, decode_record, run_span};
+use super::{ChunkStream, Launch, Runtime, continuation_links, decode_record, run_span};
 use crate::agent::AgentDef;
 use crate::agent::decision;
 use crate::agent::error::RunError;
@@ -113,12 +113,7 @@ impl Runtime {
                 )));
             };
             // The continuation joins the decider's trace and links to the original run.
-            let links: Vec<_> = record
-                .trace
-                .as_ref()
-                .and_then(|(trace, span)| telemetry::remote_span_context(trace, span))
-                .into_iter()
-                .collect();
+            let links = continuation_links(&record);
             let span = run_span(&agent, &state.request, run_id, parent.as_ref(), &links);
             let trace = telemetry::run_trace_ids(&span, parent.as_ref());
             return Ok(self.spawn(Launch {

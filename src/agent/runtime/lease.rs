@@ -15,7 +15,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, warn};
 
-use super::{Launch, Runtime, decode_record, millis, run_span};
+use super::{Launch, Runtime, continuation_links, decode_record, millis, run_span};
 use crate::agent::error::{RunError, RunFailure};
 use crate::agent::event::Event;
 use crate::agent::message::now_ms;
@@ -272,12 +272,7 @@ impl Runtime {
         } else {
             return Err("nothing durable to continue from".into());
         };
-        let links: Vec<_> = record
-            .trace
-            .as_ref()
-            .and_then(|(trace, span)| telemetry::remote_span_context(trace, span))
-            .into_iter()
-            .collect();
+        let links = continuation_links(&record);
         let span = run_span(&agent, &state.request, &record.run_id, None, &links);
         let trace = telemetry::run_trace_ids(&span, None);
         record.trace.get_or_insert_with(|| trace.clone());
