@@ -96,6 +96,18 @@ fn mock_replies(mock: &MockOpenAi) {
 
 /// A server with tenants acme (`acme/`, a digest) and globex (`globex/`, keys from the
 /// environment), an unscoped key, and JWTs from `jwks` (reloaded every second) or HS256.
+/// A server with the two tenants, its scripted model and a JWKS of one key (kept alive by the
+/// caller).
+async fn started() -> (MockOpenAi, tempfile::TempDir, RunningServer) {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock_replies(&mock);
+    let dir = tempfile::tempdir().expect("dir");
+    let jwks = dir.path().join("jwks.json");
+    write_jwks(&jwks, vec![ed_key(1, "k1").1]);
+    let server = start(&mock, dir.path(), &jwks).await;
+    (mock, dir, server)
+}
+
 async fn start(mock: &MockOpenAi, dir: &Path, jwks: &Path) -> RunningServer {
     set_env();
     let auth = format!(
@@ -189,12 +201,7 @@ fn expect(rpc: &str, owner: bool) -> Code {
 
 #[tokio::test]
 async fn the_tenant_matrix() {
-    let mock = MockOpenAi::start().await.expect("mock");
-    mock_replies(&mock);
-    let dir = tempfile::tempdir().expect("dir");
-    let jwks = dir.path().join("jwks.json");
-    write_jwks(&jwks, vec![ed_key(1, "k1").1]);
-    let server = start(&mock, dir.path(), &jwks).await;
+    let (_mock, _dir, server) = started().await;
     let (target, _) = acme_target(&server).await;
 
     let none = every_rpc(&server, None, &target).await;
@@ -257,12 +264,7 @@ async fn the_tenant_matrix() {
 
 #[tokio::test]
 async fn threads_named_by_id_stay_with_their_resource() {
-    let mock = MockOpenAi::start().await.expect("mock");
-    mock_replies(&mock);
-    let dir = tempfile::tempdir().expect("dir");
-    let jwks = dir.path().join("jwks.json");
-    write_jwks(&jwks, vec![ed_key(1, "k1").1]);
-    let server = start(&mock, dir.path(), &jwks).await;
+    let (_mock, _dir, server) = started().await;
     let (acme, _) = acme_target(&server).await;
     let acme_resource = acme.resource.clone();
     // Globex names acme's thread under its own resource: every thread-bound RPC is refused by
@@ -304,12 +306,7 @@ async fn threads_named_by_id_stay_with_their_resource() {
 
 #[tokio::test]
 async fn runs_belong_to_the_tenant_that_started_them() {
-    let mock = MockOpenAi::start().await.expect("mock");
-    mock_replies(&mock);
-    let dir = tempfile::tempdir().expect("dir");
-    let jwks = dir.path().join("jwks.json");
-    write_jwks(&jwks, vec![ed_key(1, "k1").1]);
-    let server = start(&mock, dir.path(), &jwks).await;
+    let (_mock, _dir, server) = started().await;
     let (acme, call) = acme_target(&server).await;
     let (acme_auth, globex_auth) = (bearer(Some(ACME_KEY)), bearer(Some(GLOBEX_KEY)));
     let mut c = clients(&server).await;
