@@ -320,7 +320,9 @@ async fn killing_the_executing_replica_hands_every_run_to_the_survivor(redis: De
 }
 
 async fn an_abort_reaches_a_run_whose_replica_died(redis: Deployment) {
+    // The mock model is kept: dropped, it would end the run on A with an error first.
     let Pair {
+        mock: _mock,
         a,
         b,
         mut on_a,

@@ -13,6 +13,7 @@ pub mod hooks;
 pub mod jwt;
 pub mod layer;
 mod recall;
+pub mod run_request;
 mod scope;
 pub mod tasks;
 pub mod threads;
