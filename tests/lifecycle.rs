@@ -1,7 +1,8 @@
 //! A server's life around its store and its shutdown: it starts while Redis is down and turns
 //! SERVING when Redis comes up; a failed store call turns health NOT_SERVING at once; at a
 //! shutdown signal health is NOT_SERVING while calls are still accepted (the pre-drain), then
-//! open Watch and Observe streams end UNAVAILABLE so clients reconnect elsewhere.
+//! open Watch and Observe streams end UNAVAILABLE so clients reconnect elsewhere; a run that
+//! ends while the store does not answer has its end written once it does.
 
 mod support;
 
@@ -220,4 +221,59 @@ async fn shutdown_pre_drains_then_ends_watch_and_observe_streams_unavailable() {
         pb::FinishReason::Stop
     );
     server.wait().await.expect("clean stop");
+}
+
+#[tokio::test]
+async fn a_runs_end_is_written_once_the_store_answers_again() {
+    let redis = RedisServer::start();
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push(MockReply::Slow {
+        text: "one two three four".into(),
+        delay_per_delta: Duration::from_millis(300),
+    });
+    let dir = tempfile::tempdir().expect("dir");
+    let config = support::agent_config(&mock, support::AGENTS_TOML, &redis.url(), dir.path());
+    let server = support::start(config).await;
+    let mut agents = support::agents_client(&server).await;
+    let mut run = agents
+        .generate(pb::GenerateRequest {
+            agent_id: "plain".into(),
+            prompt: "count slowly".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("generate starts")
+        .into_inner();
+    let run_id = run
+        .next()
+        .await
+        .expect("a first chunk")
+        .expect("no error")
+        .run_id;
+
+    // Redis freezes while the run streams: the run ends meanwhile, and its end cannot be
+    // written (each attempt times out after the store's 2 s deadline) until Redis answers.
+    redis.pause();
+    let rest = tokio::spawn(support::collect(run));
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    redis.resume();
+    // `finish` is sent once the end is recorded: it comes, and the run reads as ended.
+    let rest = rest.await.expect("the stream ends");
+    assert_eq!(
+        support::finish(&rest).finish_reason(),
+        pb::FinishReason::Stop
+    );
+    let aborted = agents
+        .abort(pb::AbortRequest {
+            run_id,
+            reason: String::new(),
+        })
+        .await
+        .expect("abort answers")
+        .into_inner();
+    assert!(
+        !aborted.aborted,
+        "the run is recorded as ended, not running"
+    );
+    server.stop().await.expect("clean stop");
 }
