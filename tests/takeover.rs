@@ -67,6 +67,7 @@ fn replica_config(
 id = "fetcher"
 instructions = "You look things up."
 model = "mock/test-model"
+tools = ["tasks"]
 [[agents.http_tools]]
 name = "lookup"
 url = "{tools}/lookup"
@@ -82,19 +83,21 @@ url = "{tools}/lookup"
 /// Turns whose answering step streams slowly (so a kill lands inside it): the planner's, and
 /// the fetcher's, which first calls `lookup`.
 fn slow_answers(mock: &MockOpenAi) {
-    mock.set_fallback(Arc::new(|request| match planner_reply(request) {
-        MockReply::Text(_) if offers(request, "lookup") && !answered(request) => {
-            MockReply::ToolCalls(vec![("lookup".to_owned(), json!({ "q": "docs" }))])
+    mock.set_fallback(Arc::new(|request| {
+        if offers(request, "lookup") && !answered(request) {
+            return MockReply::ToolCalls(vec![("lookup".to_owned(), json!({ "q": "docs" }))]);
         }
-        MockReply::Text(text) => MockReply::Slow {
-            // About four seconds of streaming: ample for every run to be cut mid-answer.
-            text: format!(
-                "{text} and then some more words to stream {}",
-                "slowly ".repeat(24)
-            ),
-            delay_per_delta: Duration::from_millis(130),
-        },
-        other => other,
+        match planner_reply(request) {
+            MockReply::Text(text) => MockReply::Slow {
+                // About four seconds of streaming: ample for every run to be cut mid-answer.
+                text: format!(
+                    "{text} and then some more words to stream {}",
+                    "slowly ".repeat(24)
+                ),
+                delay_per_delta: Duration::from_millis(130),
+            },
+            other => other,
+        }
     }));
 }
 
@@ -316,6 +319,26 @@ async fn killing_the_executing_replica_hands_every_run_to_the_survivor(redis: De
         })
         .count();
     assert_eq!(answers, 16, "answering steps sent to the model");
+    // The fetchers' prompts are the same before and after the takeover (a checkpoint is not a
+    // resume after a decision: the task-list guidance stays in the system message).
+    let systems: HashSet<String> = mock
+        .requests()
+        .iter()
+        .filter(|r| offers(r, "lookup"))
+        .map(|r| {
+            let messages = r["messages"].as_array().cloned().unwrap_or_default();
+            let system: Vec<Value> = messages
+                .into_iter()
+                .filter(|m| m["role"] == "system")
+                .collect();
+            Value::Array(system).to_string()
+        })
+        .collect();
+    assert_eq!(
+        systems.len(),
+        1,
+        "the same system messages for every fetcher step: {systems:?}"
+    );
     b.stop().await.expect("B stops");
 }
 

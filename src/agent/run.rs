@@ -87,9 +87,6 @@ pub struct Runner {
     offered: Vec<ToolSpec>,
     cancel: CancellationToken,
     abort_reason: Arc<std::sync::Mutex<Option<String>>>,
-    /// Continuing after decisions: the reference re-sends only what its per-step processors
-    /// add, not what it added once before the first step (the task-list guidance).
-    resumed: bool,
     /// The separate structuring model of `structured_output.model`.
     structurer: Option<ModelRef>,
     /// The configured agents and providers (models named by hooks and judges).
@@ -155,7 +152,6 @@ impl Runner {
             offered,
             cancel,
             abort_reason,
-            resumed: false,
             structurer: None,
             agents: Arc::default(),
             hooks: None,
@@ -209,7 +205,13 @@ impl Runner {
 
     /// Continues a suspended run whose pending calls are all decided.
     pub async fn resume(mut self, em: &mut Emitter) -> RunOutcome {
-        self.resumed = true;
+        self.state.resumed = true;
+        self.continue_open(em).await
+    }
+
+    /// Continues a run from its open step (its calls run), or from its next step: a decided
+    /// run, or a taken-over one at its checkpoint.
+    pub async fn continue_open(mut self, em: &mut Emitter) -> RunOutcome {
         let Some(open) = self.state.open_step.take() else {
             return self.drive(em).await;
         };

@@ -88,10 +88,21 @@ struct Launch {
     permit: OwnedSemaphorePermit,
     span: tracing::Span,
     trace: TraceIds,
-    /// Continue a suspended run rather than start one.
-    resuming: bool,
+    /// Where it enters the loop.
+    entry: Entry,
     /// The hooks the calling client answers, if it called with hooks.
     hooks: Option<Arc<ClientHooks>>,
+}
+
+/// Where a launch enters the step loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Entry {
+    /// From the first step: a new run, or one taken over before its first checkpoint.
+    Start,
+    /// A suspended run whose calls are all decided.
+    Resume,
+    /// A taken-over run at its checkpoint: its open step's calls run (again).
+    Checkpoint,
 }
 
 struct LiveRun {
@@ -225,7 +236,7 @@ impl Runtime {
             permit,
             span,
             trace: trace.clone(),
-            resuming: false,
+            entry: Entry::Start,
             hooks,
         });
         Ok((stream, trace))
@@ -317,7 +328,7 @@ impl Runtime {
             permit,
             span: _,
             trace,
-            resuming,
+            entry,
             hooks,
         } = launch;
         let started = std::time::Instant::now();
@@ -383,10 +394,10 @@ impl Runtime {
             mut result,
             suspended,
             answered_runs,
-        } = if resuming {
-            runner.resume(&mut em).await
-        } else {
-            runner.start(&mut em).await
+        } = match entry {
+            Entry::Start => runner.start(&mut em).await,
+            Entry::Resume => runner.resume(&mut em).await,
+            Entry::Checkpoint => runner.continue_open(&mut em).await,
         };
         (result.trace_id, result.span_id) = trace;
         let finish_reason =

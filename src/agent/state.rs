@@ -196,8 +196,13 @@ pub struct RunState {
     pub steps: Vec<StepRecord>,
     /// Run-level warnings.
     pub warnings: Vec<String>,
-    /// The step waiting for decisions, when suspended.
+    /// The step waiting for decisions, when suspended (or whose calls are about to run, in a
+    /// checkpoint).
     pub open_step: Option<OpenStep>,
+    /// Continued after a decision: the reference leaves the task-list guidance out of the
+    /// prompts from then on (kept here so a takeover continues the same way).
+    #[serde(default)]
+    pub resumed: bool,
     /// Waiting client-tool calls of the thread the model may answer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub suspended_tools: Vec<SuspendedTool>,
@@ -238,6 +243,7 @@ impl RunState {
             steps: Vec::new(),
             warnings: Vec::new(),
             open_step: None,
+            resumed: false,
             suspended_tools: Vec::new(),
             answered_runs: Vec::new(),
             client_hooks: None,

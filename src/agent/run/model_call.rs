@@ -116,7 +116,7 @@ impl Runner {
             .instructions
             .as_deref()
             .unwrap_or(&self.agent.config.instructions);
-        let guidance = !self.resumed
+        let guidance = !self.state.resumed
             && self
                 .offered
                 .iter()

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tracing::warn;
 
-use super::{ChunkStream, Launch, Runtime, continuation_links, decode_record, run_span};
+use super::{ChunkStream, Entry, Launch, Runtime, continuation_links, decode_record, run_span};
 use crate::agent::AgentDef;
 use crate::agent::decision;
 use crate::agent::error::RunError;
@@ -125,7 +125,7 @@ impl Runtime {
                 permit,
                 span,
                 trace,
-                resuming: true,
+                entry: Entry::Resume,
                 hooks,
             }));
         }

@@ -15,7 +15,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, warn};
 
-use super::{Launch, Runtime, continuation_links, decode_record, millis, run_span};
+use super::{Entry, Launch, Runtime, continuation_links, decode_record, millis, run_span};
 use crate::agent::error::{RunError, RunFailure};
 use crate::agent::event::Event;
 use crate::agent::message::now_ms;
@@ -256,19 +256,18 @@ impl Runtime {
                 record.agent_id
             ));
         };
-        let (state, tasks, resuming) = if let Some(state) = record.state.clone() {
+        let (state, tasks, entry) = if let Some(state) = record.state.clone() {
             let (_, tasks) = self
                 .continuation_inputs(&record)
                 .await
                 .map_err(|e| e.to_string())?;
-            let resuming = state.open_step.is_some();
-            (state, tasks, resuming)
+            (state, tasks, Entry::Checkpoint)
         } else if let Some(request) = record.request.clone() {
             let (state, tasks) = self
                 .fresh_state(&agent, request)
                 .await
                 .map_err(|e| e.to_string())?;
-            (state, tasks, false)
+            (state, tasks, Entry::Start)
         } else {
             return Err("nothing durable to continue from".into());
         };
@@ -285,7 +284,7 @@ impl Runtime {
             permit,
             span,
             trace,
-            resuming,
+            entry,
             hooks: None,
         })
     }
