@@ -52,6 +52,28 @@ async fn ending_error<T>(stream: &mut tonic::Streaming<T>) -> tonic::Status {
     ended.expect("it ends with an error, not a clean end")
 }
 
+/// Starts the `plain` agent on its (slow) scripted answer: its stream and run id.
+async fn start_slow_run(
+    agents: &mut pb::agent_service_client::AgentServiceClient<tonic::transport::Channel>,
+) -> (tonic::Streaming<pb::Chunk>, String) {
+    let mut run = agents
+        .generate(pb::GenerateRequest {
+            agent_id: "plain".into(),
+            prompt: "count slowly".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("generate starts")
+        .into_inner();
+    let run_id = run
+        .next()
+        .await
+        .expect("a first chunk")
+        .expect("no error")
+        .run_id;
+    (run, run_id)
+}
+
 #[tokio::test]
 async fn starts_while_redis_is_down_and_serves_once_it_comes_up() {
     let mut redis = RedisServer::start();
@@ -164,21 +186,7 @@ async fn shutdown_pre_drains_then_ends_watch_and_observe_streams_unavailable() {
         .await
         .expect("the current list")
         .expect("no error");
-    let mut run = agents
-        .generate(pb::GenerateRequest {
-            agent_id: "plain".into(),
-            prompt: "count slowly".into(),
-            ..Default::default()
-        })
-        .await
-        .expect("generate starts")
-        .into_inner();
-    let run_id = run
-        .next()
-        .await
-        .expect("a first chunk")
-        .expect("no error")
-        .run_id;
+    let (run, run_id) = start_slow_run(&mut agents).await;
     let mut observe = agents
         .observe(pb::ObserveRequest {
             run_id,
@@ -235,21 +243,7 @@ async fn a_runs_end_is_written_once_the_store_answers_again() {
     let config = support::agent_config(&mock, support::AGENTS_TOML, &redis.url(), dir.path());
     let server = support::start(config).await;
     let mut agents = support::agents_client(&server).await;
-    let mut run = agents
-        .generate(pb::GenerateRequest {
-            agent_id: "plain".into(),
-            prompt: "count slowly".into(),
-            ..Default::default()
-        })
-        .await
-        .expect("generate starts")
-        .into_inner();
-    let run_id = run
-        .next()
-        .await
-        .expect("a first chunk")
-        .expect("no error")
-        .run_id;
+    let (run, run_id) = start_slow_run(&mut agents).await;
 
     // Redis freezes while the run streams: the run ends meanwhile, and its end cannot be
     // written (each attempt times out after the store's 2 s deadline) until Redis answers.

@@ -370,34 +370,23 @@ async fn runs_belong_to_the_tenant_that_started_them() {
         code(c.agents.abort(req(&globex_auth, abort)).await),
         Code::NotFound
     );
-    // Nor take its run id for a run of its own: the id is taken.
-    let taken = c
-        .agents
-        .generate(req(
-            &globex_auth,
-            pb::GenerateRequest {
-                run_id: acme.suspended_run.clone(),
-                idempotency_key: "fresh-key".into(),
-                ..ask("hi", &support::unique("gx-t"), "globex/1")
-            },
-        ))
-        .await
-        .expect_err("taken");
-    assert_eq!(taken.code(), Code::AlreadyExists);
-    // The same key again must not replay acme's run either.
-    let again = c
-        .agents
-        .generate(req(
-            &globex_auth,
-            pb::GenerateRequest {
-                run_id: acme.suspended_run.clone(),
-                idempotency_key: "fresh-key".into(),
-                ..ask("hi", &support::unique("gx-t"), "globex/1")
-            },
-        ))
-        .await
-        .expect_err("still taken");
-    assert_eq!(again.code(), Code::AlreadyExists);
+    // Nor take its run id for a run of its own: the id is taken; and the same key again must
+    // not replay acme's run either.
+    for attempt in ["taken", "still taken"] {
+        let taken = c
+            .agents
+            .generate(req(
+                &globex_auth,
+                pb::GenerateRequest {
+                    run_id: acme.suspended_run.clone(),
+                    idempotency_key: "fresh-key".into(),
+                    ..ask("hi", &support::unique("gx-t"), "globex/1")
+                },
+            ))
+            .await
+            .expect_err(attempt);
+        assert_eq!(taken.code(), Code::AlreadyExists, "{attempt}");
+    }
 
     // Acme approves its own run; it goes on to the end.
     let rest = chunks(c.approvals.approve(req(&acme_auth, approve)).await).await;
