@@ -1,6 +1,7 @@
 //! The OpenAI-compatible client against the scripted mock server, over real HTTP on 127.0.0.1.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentd::model::{
@@ -652,11 +653,11 @@ async fn request_body_serializes_messages_tools_and_settings() {
             },
             ChatMessage::tool("call_1", r#"{"result":"a cat"}"#),
         ],
-        tools: vec![ToolDefinition {
-            name: "lookup".into(),
-            description: "Look things up".into(),
-            parameters: json!({"type": "object", "properties": {"q": {"type": "string"}}}),
-        }],
+        tools: vec![Arc::new(ToolDefinition::new(
+            "lookup".into(),
+            "Look things up".into(),
+            json!({"type": "object", "properties": {"q": {"type": "string"}}}),
+        ))],
         tool_choice: Some(ToolChoice::Tool("lookup".into())),
         settings: ModelSettings {
             temperature: Some(0.5),
@@ -722,11 +723,11 @@ async fn request_body_serializes_messages_tools_and_settings() {
 async fn tool_choice_variants_and_omissions() {
     let mock = MockOpenAi::start().await.unwrap();
     let provider = provider(&mock);
-    let tool = ToolDefinition {
-        name: "noop".into(),
-        description: String::new(),
-        parameters: Value::Null,
-    };
+    let tool = Arc::new(ToolDefinition::new(
+        "noop".into(),
+        String::new(),
+        Value::Null,
+    ));
     for choice in [ToolChoice::Auto, ToolChoice::None, ToolChoice::Required] {
         let mut req = request("hi");
         req.tools = vec![tool.clone()];

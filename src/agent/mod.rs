@@ -150,7 +150,7 @@ impl Agents {
             }
             for tool in &mut tools {
                 tool.require_approval = a.default_options.require_tool_approval
-                    || a.require_approval.contains(&tool.name);
+                    || a.require_approval.contains(&tool.def.name);
             }
             let webhooks = a
                 .webhooks

@@ -38,7 +38,8 @@ pub struct RunRecord {
     /// Resource, if the run has memory.
     #[serde(default)]
     pub resource_id: String,
-    /// Fingerprint of the request (idempotency).
+    /// Fingerprint of the request, when it came with an idempotency key.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub fingerprint: String,
     /// Replica executing the run.
     pub owner: String,

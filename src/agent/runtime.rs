@@ -157,7 +157,12 @@ impl Runtime {
             RunError::NotFound(format!("agent {:?} is not configured", request.agent_id))
         })?;
         validate_against_agent(&agent, &self.agents, &request)?;
-        let fingerprint = request.fingerprint();
+        // Only an idempotency key compares requests; hashing one costs a serialization.
+        let fingerprint = if request.idempotency_key.is_some() {
+            request.fingerprint()
+        } else {
+            String::new()
+        };
         let mut request = request;
         request.apply_defaults(&agent.config.default_options);
         if request.is_task_complete.is_none() {

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::HttpToolConfig;
 use crate::memory::{working, working_store};
+use crate::model::ToolDefinition;
 use crate::store::{Cas, Store, ThreadKey};
 use crate::tasklist::{TaskList, TaskLists};
 use crate::tasks;
@@ -46,12 +47,9 @@ pub enum TaskOp {
 /// A tool offered to the model.
 #[derive(Clone, Debug)]
 pub struct ToolSpec {
-    /// Name the model calls.
-    pub name: String,
-    /// Description for the model.
-    pub description: String,
-    /// JSON Schema of the arguments.
-    pub parameters: Value,
+    /// Name, description and argument schema, as the model sees them (shared by every run of
+    /// the agent, with their wire form serialized once).
+    pub def: Arc<ToolDefinition>,
     /// Calls wait for approval (agent config).
     pub require_approval: bool,
     /// For a client tool: the JSON Schema of the result its caller answers with.
@@ -65,9 +63,11 @@ pub fn task_tools() -> Vec<ToolSpec> {
     tasks::tool_definitions()
         .into_iter()
         .map(|(name, description, parameters)| ToolSpec {
-            name: name.to_owned(),
-            description: description.to_owned(),
-            parameters,
+            def: Arc::new(ToolDefinition::new(
+                name.to_owned(),
+                description.to_owned(),
+                parameters,
+            )),
             require_approval: false,
             resume_schema: None,
             kind: ToolKind::Task(match name {
@@ -105,9 +105,11 @@ impl HttpTool {
             headers.push((name.clone(), value));
         }
         Ok(ToolSpec {
-            name: config.name.clone(),
-            description: config.description.clone(),
-            parameters: config.parameters.clone(),
+            def: Arc::new(ToolDefinition::new(
+                config.name.clone(),
+                config.description.clone(),
+                config.parameters.clone(),
+            )),
             require_approval: false,
             resume_schema: None,
             kind: ToolKind::Http(Arc::new(HttpTool {
@@ -148,6 +150,11 @@ pub struct ToolEnv {
 }
 
 impl ToolSpec {
+    /// The name the model calls.
+    pub fn name(&self) -> &str {
+        &self.def.name
+    }
+
     /// Runs the tool; cancelling `cancel` stops it at once.
     pub async fn execute(
         &self,
@@ -159,17 +166,17 @@ impl ToolSpec {
         let work = async {
             match &self.kind {
                 ToolKind::Task(op) => run_task_tool(*op, env, args).await,
-                ToolKind::Http(tool) => tool.call(env, &self.name, call_id, args).await,
+                ToolKind::Http(tool) => tool.call(env, self.name(), call_id, args).await,
                 ToolKind::Mcp(tool) => {
                     let key = idempotency_key(&env.run_id, call_id);
-                    tool.call(&self.name, args, &key).await
+                    tool.call(self.name(), args, &key).await
                 }
                 ToolKind::WorkingMemory(settings) => {
                     update_working_memory(settings, env, args).await
                 }
                 ToolKind::Client => Err(format!(
                     "Tool \"{}\" is executed by the client and cannot run on the server",
-                    self.name
+                    self.name()
                 )),
             }
         };
@@ -184,9 +191,11 @@ impl ToolSpec {
 pub fn working_memory_tool(settings: working::Settings) -> ToolSpec {
     let (description, parameters) = settings.tool();
     ToolSpec {
-        name: working::TOOL_NAME.to_owned(),
-        description: description.to_owned(),
-        parameters,
+        def: Arc::new(ToolDefinition::new(
+            working::TOOL_NAME.to_owned(),
+            description.to_owned(),
+            parameters,
+        )),
         require_approval: false,
         resume_schema: None,
         kind: ToolKind::WorkingMemory(Arc::new(settings)),
@@ -391,7 +400,10 @@ mod tests {
 
     #[test]
     fn task_tools_are_the_four_in_order() {
-        let names: Vec<String> = task_tools().into_iter().map(|t| t.name).collect();
+        let names: Vec<String> = task_tools()
+            .into_iter()
+            .map(|t| t.def.name.clone())
+            .collect();
         assert_eq!(
             names,
             ["task_write", "task_update", "task_complete", "task_check"]

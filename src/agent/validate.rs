@@ -20,11 +20,11 @@ pub fn validate_against_agent(
     let tools = agent.tools();
     let known: Vec<&str> = tools
         .iter()
-        .map(|t| t.name.as_str())
+        .map(|t| t.name())
         .chain(request.client_tools.iter().map(|t| t.name.as_str()))
         .collect();
     for (i, tool) in request.client_tools.iter().enumerate() {
-        if tools.iter().any(|t| t.name == tool.name) {
+        if tools.iter().any(|t| t.def.name == tool.name) {
             violations.push((
                 format!("client_tools.{i}.name"),
                 format!(
@@ -44,7 +44,7 @@ pub fn validate_against_agent(
     }
     if let Some(crate::model::ToolChoice::Tool(name)) = &request.tool_choice {
         let offered = offered_tools(agent, request);
-        if !offered.iter().any(|t| &t.name == name) {
+        if !offered.iter().any(|t| &t.def.name == name) {
             violations.push((
                 "tool_choice.tool_name".into(),
                 format!("{name:?} is not among the tools offered to the model"),

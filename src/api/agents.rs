@@ -119,9 +119,9 @@ fn describe(agent: &AgentDef) -> pb::Agent {
         .tools()
         .iter()
         .map(|t| pb::ToolInfo {
-            name: t.name.clone(),
-            description: t.description.clone(),
-            input_schema: match &t.parameters {
+            name: t.def.name.clone(),
+            description: t.def.description.clone(),
+            input_schema: match &t.def.parameters {
                 Value::Object(map) => Some(to_proto_struct(map)),
                 _ => None,
             },

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::McpServer;
 use crate::agent::tools::{ToolKind, ToolOutput, ToolSpec};
+use crate::model::ToolDefinition;
 
 /// One MCP server an agent uses, and the tools it keeps (`None`: all).
 #[derive(Clone, Debug)]
@@ -40,7 +41,7 @@ pub fn with_mcp_tools(
     require_approval: impl Fn(&str) -> bool,
 ) -> Vec<ToolSpec> {
     let mut tools = fixed.to_vec();
-    let mut names: HashSet<String> = fixed.iter().map(|t| t.name.clone()).collect();
+    let mut names: HashSet<String> = fixed.iter().map(|t| t.def.name.clone()).collect();
     for binding in bindings {
         let snapshot = binding.server.snapshot();
         for def in snapshot.tools.iter() {
@@ -52,9 +53,11 @@ pub fn with_mcp_tools(
                 continue;
             }
             tools.push(ToolSpec {
-                name: def.exposed.clone(),
-                description: def.description.clone(),
-                parameters: def.parameters.clone(),
+                def: Arc::new(ToolDefinition::new(
+                    def.exposed.clone(),
+                    def.description.clone(),
+                    def.parameters.clone(),
+                )),
                 require_approval: require_approval(&def.exposed),
                 resume_schema: None,
                 kind: ToolKind::Mcp(McpTool {
@@ -109,14 +112,14 @@ mod tests {
             },
         ];
         let tools = with_mcp_tools(&fixed, &bindings, |n| n == "a_add");
-        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
         assert_eq!(
             names[4..],
             ["a_echo", "a_add", "b_y"],
             "after the four task tools"
         );
         assert!(tools[5].require_approval && !tools[4].require_approval);
-        assert_eq!(tools[4].description, "does echo");
+        assert_eq!(tools[4].def.description, "does echo");
         // A second binding whose names collide adds nothing.
         let dup = [bindings[0].clone(), bindings[0].clone()];
         assert_eq!(with_mcp_tools(&[], &dup, |_| false).len(), 2);

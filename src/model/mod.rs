@@ -40,8 +40,8 @@ pub struct ModelRequest {
     pub model: String,
     /// The conversation, oldest first.
     pub messages: Vec<ChatMessage>,
-    /// Tools the model may call.
-    pub tools: Vec<ToolDefinition>,
+    /// Tools the model may call (shared with the agent's tool specs).
+    pub tools: Vec<std::sync::Arc<ToolDefinition>>,
     /// How the model must use the tools; `None` leaves it to the provider.
     pub tool_choice: Option<ToolChoice>,
     /// Sampling and length settings.
@@ -148,8 +148,9 @@ pub enum ContentPart {
     },
 }
 
-/// A tool the model may call.
-#[derive(Debug, Clone, PartialEq)]
+/// A tool the model may call. Built once per agent (and shared by its runs), so its wire
+/// form is serialized once, not on every model call.
+#[derive(Debug)]
 pub struct ToolDefinition {
     /// The tool's name, as the model must spell it.
     pub name: String,
@@ -157,6 +158,61 @@ pub struct ToolDefinition {
     pub description: String,
     /// JSON Schema of the tool's arguments.
     pub parameters: serde_json::Value,
+    /// The Chat Completions `tools[]` entry, serialized on first use.
+    function_json: std::sync::OnceLock<Box<serde_json::value::RawValue>>,
+}
+
+impl ToolDefinition {
+    /// A tool definition.
+    pub fn new(name: String, description: String, parameters: serde_json::Value) -> Self {
+        Self {
+            name,
+            description,
+            parameters,
+            function_json: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The Chat Completions `tools[]` entry (`{"type": "function", "function": {...}}`),
+    /// serialized once per definition.
+    pub fn function_json(&self) -> &serde_json::value::RawValue {
+        self.function_json.get_or_init(|| {
+            let mut function = serde_json::Map::new();
+            function.insert("name".into(), self.name.clone().into());
+            if !self.description.is_empty() {
+                function.insert("description".into(), self.description.clone().into());
+            }
+            let parameters = match &self.parameters {
+                // OpenAI insists on an object schema even for argument-less tools.
+                serde_json::Value::Null => serde_json::json!({"type": "object", "properties": {}}),
+                schema => schema.clone(),
+            };
+            function.insert("parameters".into(), parameters);
+            let entry = serde_json::json!({"type": "function", "function": function});
+            // A `Value` always serializes, and its text is valid JSON.
+            serde_json::value::to_raw_value(&entry)
+                .unwrap_or_else(|_| serde_json::value::RawValue::NULL.to_owned())
+        })
+    }
+}
+
+impl Clone for ToolDefinition {
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            parameters: self.parameters.clone(),
+            function_json: self.function_json.clone(),
+        }
+    }
+}
+
+impl PartialEq for ToolDefinition {
+    fn eq(&self, other: &Self) -> bool {
+        // The cached wire form follows from the other fields.
+        (&self.name, &self.description, &self.parameters)
+            == (&other.name, &other.description, &other.parameters)
+    }
 }
 
 /// How the model must use the offered tools.

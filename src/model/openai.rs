@@ -299,8 +299,6 @@ impl ModelProvider for OpenAiProvider {
     ) -> Result<ModelStream, ModelError> {
         let max_retries = request.settings.max_retries.unwrap_or(self.max_retries);
         let (body, warnings) = self.request_body(&request);
-        let body = serde_json::to_vec(&body)
-            .map_err(|e| ModelError::Protocol(format!("cannot encode request: {e}")))?;
         tracing::debug!(provider = %self.name, model = %request.model, "model request");
         let response = self
             .send_with_retries(&self.endpoint, Bytes::from(body), max_retries, &cancel)

@@ -107,7 +107,7 @@ impl Runner {
             },
             system_messages: system,
             model: self.agent.config.model.clone(),
-            tools: self.offered.iter().map(|t| t.name.clone()).collect(),
+            tools: self.offered.iter().map(|t| t.def.name.clone()).collect(),
             tool_choice: request.tool_choice.as_ref().map(wire::tool_choice),
             active_tools: request.active_tools.clone(),
             provider_options: Some(to_proto_struct(&request.provider_options)),

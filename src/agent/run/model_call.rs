@@ -3,6 +3,7 @@
 //! turning it into the step's record.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use futures::StreamExt;
 use serde_json::Value;
@@ -68,16 +69,18 @@ impl Runner {
                     overrides
                         .active_tools
                         .as_ref()
-                        .is_none_or(|names| names.contains(&t.name))
+                        .is_none_or(|names| names.iter().any(|n| n == t.name()))
                 })
-                .map(|t| ToolDefinition {
-                    name: t.name.clone(),
-                    description: t.description.clone(),
-                    parameters: if resuming_tools {
-                        auto_resume::with_resume_args(&t.parameters)
+                .map(|t| {
+                    if resuming_tools {
+                        Arc::new(ToolDefinition::new(
+                            t.def.name.clone(),
+                            t.def.description.clone(),
+                            auto_resume::with_resume_args(&t.def.parameters),
+                        ))
                     } else {
-                        t.parameters.clone()
-                    },
+                        t.def.clone()
+                    }
                 })
                 .collect();
             (tools, tool_choice)

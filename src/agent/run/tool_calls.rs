@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use futures::StreamExt;
 use serde_json::Value;
@@ -22,6 +23,7 @@ use crate::agent::state::{
 };
 use crate::agent::structured;
 use crate::agent::tools::{ToolKind, ToolOutput, ToolSpec, unknown_tool_text};
+use crate::model::ToolDefinition;
 use crate::telemetry;
 
 /// Tool calls of one step running at once when nothing says otherwise and no call can need an
@@ -34,9 +36,11 @@ type CallFuture<'a> = Pin<Box<dyn Future<Output = (ResultRecord, Option<String>)
 /// `active_tools`.
 pub fn offered_tools(agent: &AgentDef, request: &RunRequest) -> Vec<ToolSpec> {
     let client = request.client_tools.iter().map(|t| ToolSpec {
-        name: t.name.clone(),
-        description: t.description.clone(),
-        parameters: t.parameters.clone(),
+        def: Arc::new(ToolDefinition::new(
+            t.name.clone(),
+            t.description.clone(),
+            t.parameters.clone(),
+        )),
         require_approval: false,
         resume_schema: t.resume_schema.clone(),
         kind: ToolKind::Client,
@@ -54,7 +58,7 @@ pub fn offered_tools(agent: &AgentDef, request: &RunRequest) -> Vec<ToolSpec> {
         .cloned()
         .chain(working)
         .chain(client)
-        .filter(|t| request.active_tools.is_empty() || request.active_tools.contains(&t.name))
+        .filter(|t| request.active_tools.is_empty() || request.active_tools.contains(&t.def.name))
         .collect()
 }
 
@@ -76,7 +80,7 @@ impl Runner {
                     resume_schema: self
                         .offered
                         .iter()
-                        .find(|t| t.name == call.name)
+                        .find(|t| t.def.name == call.name)
                         .and_then(|t| t.resume_schema.clone()),
                 })
             })
@@ -115,7 +119,7 @@ impl Runner {
     fn has_outside_effects(&self, step: &StepRecord) -> bool {
         step.tool_calls.iter().any(|call| {
             !self.offered.iter().any(|t| {
-                t.name == call.name
+                t.def.name == call.name
                     && matches!(t.kind, ToolKind::Task(_) | ToolKind::WorkingMemory(_))
             })
         })
@@ -168,7 +172,7 @@ impl Runner {
         if call.args_error.is_some() || done.iter().any(|r| r.id == call.id) {
             return None;
         }
-        let spec = self.offered.iter().find(|t| t.name == call.name)?;
+        let spec = self.offered.iter().find(|t| t.def.name == call.name)?;
         if matches!(spec.kind, ToolKind::Client) {
             Some(PendingKind::ClientTool)
         } else if self.state.request.require_tool_approval || spec.require_approval {
@@ -252,8 +256,8 @@ impl Runner {
         if let Some(error) = &call.args_error {
             return (record(Value::String(error.clone()), true), None);
         }
-        let Some(spec) = self.offered.iter().find(|t| t.name == call.name) else {
-            let names: Vec<&str> = self.offered.iter().map(|t| t.name.as_str()).collect();
+        let Some(spec) = self.offered.iter().find(|t| t.def.name == call.name) else {
+            let names: Vec<&str> = self.offered.iter().map(|t| t.name()).collect();
             return (
                 record(Value::String(unknown_tool_text(&call.name, &names)), true),
                 None,

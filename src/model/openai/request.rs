@@ -1,43 +1,33 @@
 //! The JSON body of a Chat Completions request: messages and their content parts, tools and
 //! tool choice, sampling settings, response format, then the provider options and `extra_body`.
+//!
+//! The body is written straight to bytes: messages serialize from the request without a copy,
+//! and each tool's entry is its definition's cached text ([`ToolDefinition::function_json`]),
+//! so the schemas (most of a request) are serialized once per agent, not once per model call.
 
+use std::sync::Arc;
+
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value, json};
 
 use super::OpenAiProvider;
 use super::options::provider_option_fields;
-use crate::model::{ChatMessage, ContentPart, ModelRequest, ResponseFormat, ToolChoice};
+use crate::model::{
+    ChatMessage, ContentPart, ModelRequest, ResponseFormat, ToolCall, ToolChoice, ToolDefinition,
+};
 
 impl OpenAiProvider {
     /// The JSON body of a Chat Completions request, and warnings about what it leaves out.
-    pub(super) fn request_body(&self, req: &ModelRequest) -> (Map<String, Value>, Vec<String>) {
+    pub(super) fn request_body(&self, req: &ModelRequest) -> (Vec<u8>, Vec<String>) {
         let mut warnings = Vec::new();
         let options = provider_option_fields(&req.provider_options, &self.name);
+        // The small fields go in a map (provider options and `extra_body` override any of
+        // them in place); `messages` and `tools` hold places that `Body` fills when writing.
         let mut body = Map::new();
         body.insert("model".into(), req.model.clone().into());
-        body.insert(
-            "messages".into(),
-            req.messages.iter().map(message_json).collect(),
-        );
+        body.insert("messages".into(), Value::Null);
         if !req.tools.is_empty() {
-            let tools = req
-                .tools
-                .iter()
-                .map(|tool| {
-                    let mut function = Map::new();
-                    function.insert("name".into(), tool.name.clone().into());
-                    if !tool.description.is_empty() {
-                        function.insert("description".into(), tool.description.clone().into());
-                    }
-                    let parameters = match &tool.parameters {
-                        // OpenAI insists on an object schema even for argument-less tools.
-                        Value::Null => json!({"type": "object", "properties": {}}),
-                        schema => schema.clone(),
-                    };
-                    function.insert("parameters".into(), parameters);
-                    json!({"type": "function", "function": function})
-                })
-                .collect();
-            body.insert("tools".into(), tools);
+            body.insert("tools".into(), Value::Null);
             if let Some(choice) = &req.tool_choice {
                 let choice = match choice {
                     ToolChoice::Auto => json!("auto"),
@@ -106,52 +96,136 @@ impl OpenAiProvider {
         if self.include_usage {
             body.insert("stream_options".into(), json!({"include_usage": true}));
         }
+        let mut own_messages = true;
+        let mut own_tools = !req.tools.is_empty();
         for (key, value) in options.body.into_iter().chain(req.extra_body.clone()) {
+            own_messages &= key != "messages";
+            own_tools &= key != "tools";
             body.insert(key, value);
         }
-        (body, warnings)
+        let body = Body {
+            fields: &body,
+            messages: own_messages.then_some(req.messages.as_slice()),
+            tools: own_tools.then_some(req.tools.as_slice()),
+        };
+        // Writing to a Vec fails only for a map key that is not a string, which `Body` never has.
+        let bytes = serde_json::to_vec(&body).unwrap_or_default();
+        (bytes, warnings)
     }
 }
 
-fn message_json(message: &ChatMessage) -> Value {
-    match message {
-        ChatMessage::System { content } => json!({"role": "system", "content": content}),
-        ChatMessage::User { content } => {
-            // A lone text part goes as a plain string: older local servers accept nothing else.
-            let content = match content.as_slice() {
-                [ContentPart::Text(text)] => Value::from(text.clone()),
-                parts => parts.iter().map(content_part_json).collect(),
-            };
-            json!({"role": "user", "content": content})
-        }
-        ChatMessage::Assistant {
-            content,
-            tool_calls,
-        } => {
-            // An empty string rather than null: several compatible servers reject null content.
-            let mut msg =
-                json!({"role": "assistant", "content": content.clone().unwrap_or_default()});
-            if !tool_calls.is_empty() {
-                msg["tool_calls"] = tool_calls
-                    .iter()
-                    .map(|call| {
-                        json!({
-                            "id": call.id,
-                            "type": "function",
-                            "function": {"name": call.name, "arguments": call.arguments},
-                        })
-                    })
-                    .collect();
+/// The request body as written: `fields` in order, with the request's own messages and tools
+/// in their places (unless provider options or `extra_body` replaced them).
+struct Body<'a> {
+    fields: &'a Map<String, Value>,
+    messages: Option<&'a [ChatMessage]>,
+    tools: Option<&'a [Arc<ToolDefinition>]>,
+}
+
+impl<'a> Serialize for Body<'a> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.fields.len()))?;
+        for (key, value) in self.fields {
+            match (key.as_str(), self.messages, self.tools) {
+                ("messages", Some(messages), _) => {
+                    map.serialize_entry(key, &Seq(messages, Message))?;
+                }
+                ("tools", _, Some(tools)) => {
+                    let entry = |t: &'a Arc<ToolDefinition>| t.function_json();
+                    map.serialize_entry(key, &Seq(tools, entry))?;
+                }
+                _ => map.serialize_entry(key, value)?,
             }
-            msg
         }
-        ChatMessage::Tool {
-            tool_call_id,
-            content,
-        } => json!({"role": "tool", "tool_call_id": tool_call_id, "content": content}),
+        map.end()
     }
 }
 
+/// A slice serialized item by item through `view`.
+struct Seq<'a, T, F>(&'a [T], F);
+
+impl<'a, T, F, V> Serialize for Seq<'a, T, F>
+where
+    F: Fn(&'a T) -> V,
+    V: Serialize,
+{
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
+        for item in self.0 {
+            seq.serialize_element(&(self.1)(item))?;
+        }
+        seq.end()
+    }
+}
+/// A message as Chat Completions spells it, serialized from the request without a copy.
+struct Message<'a>(&'a ChatMessage);
+
+impl Serialize for Message<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        match self.0 {
+            ChatMessage::System { content } => {
+                map.serialize_entry("role", "system")?;
+                map.serialize_entry("content", content)?;
+            }
+            ChatMessage::User { content } => {
+                map.serialize_entry("role", "user")?;
+                match content.as_slice() {
+                    // A lone text part goes as a plain string: older local servers accept
+                    // nothing else.
+                    [ContentPart::Text(text)] => map.serialize_entry("content", text)?,
+                    parts => map.serialize_entry("content", &Seq(parts, content_part_json))?,
+                }
+            }
+            ChatMessage::Assistant {
+                content,
+                tool_calls,
+            } => {
+                map.serialize_entry("role", "assistant")?;
+                // An empty string rather than null: several compatible servers reject null.
+                map.serialize_entry("content", content.as_deref().unwrap_or_default())?;
+                if !tool_calls.is_empty() {
+                    map.serialize_entry("tool_calls", &Seq(tool_calls, WireCall))?;
+                }
+            }
+            ChatMessage::Tool {
+                tool_call_id,
+                content,
+            } => {
+                map.serialize_entry("role", "tool")?;
+                map.serialize_entry("tool_call_id", tool_call_id)?;
+                map.serialize_entry("content", content)?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// A tool call of an assistant message.
+struct WireCall<'a>(&'a ToolCall);
+
+impl Serialize for WireCall<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(3))?;
+        map.serialize_entry("id", &self.0.id)?;
+        map.serialize_entry("type", "function")?;
+        let function = Function {
+            name: &self.0.name,
+            arguments: &self.0.arguments,
+        };
+        map.serialize_entry("function", &function)?;
+        map.end()
+    }
+}
+
+/// The called function of a tool call.
+#[derive(serde::Serialize)]
+struct Function<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+/// A content part (media parts are rare, and carry their own base64 copy anyway).
 fn content_part_json(part: &ContentPart) -> Value {
     match part {
         ContentPart::Text(text) => json!({"type": "text", "text": text}),
