@@ -50,9 +50,11 @@ use super::{
 use notify::{Hub, Subscription, control_stream, follow_stream, watch_stream};
 use writer::{Ctx, Msg, Note};
 
-use runs::{append_log, delete_run, read_expiry, read_log, read_run, reschedule, sweep_expired};
+use log::{append_log, read_log};
+use runs::{delete_run, read_expiry, read_run, reschedule, sweep_expired};
 use threads::{owned_thread, save_thread};
 
+mod log;
 mod notify;
 mod runs;
 mod threads;
@@ -73,10 +75,11 @@ const RUNS: TableDefinition<&str, RunRow> = TableDefinition::new("runs");
 type RunRow = (u64, u64, &'static [u8]);
 /// run id → (first position, next position, expires_ms) of its chunk log.
 const LOG_HEADS: TableDefinition<&str, (u64, u64, u64)> = TableDefinition::new("log_heads");
-/// (run id, position) → (seq, chunk).
-const LOG_ENTRIES: TableDefinition<LogKey, LogRow> = TableDefinition::new("log_entries");
+/// (run id, position) → (seq, chunk): one chunk per row, as earlier versions wrote logs.
+const LOG_ENTRIES: TableDefinition<LogKey, (u64, &[u8])> = TableDefinition::new("log_entries");
+/// (run id, first position) → (entries, the entries encoded): one row per append.
+const LOG_BATCHES: TableDefinition<LogKey, (u64, &[u8])> = TableDefinition::new("log_batches");
 type LogKey = (&'static str, u64);
-type LogRow = (u64, &'static [u8]);
 /// idempotency key → (expires_ms, value).
 const CLAIMS: TableDefinition<&str, (u64, &[u8])> = TableDefinition::new("claims");
 /// (lease end ms, run id) → (): runs executing somewhere, by when their owner must renew.
@@ -707,6 +710,7 @@ fn create_tables(db: &Database) -> StoreResult<()> {
     tx.open_table(RUNS)?;
     tx.open_table(LOG_HEADS)?;
     tx.open_table(LOG_ENTRIES)?;
+    tx.open_table(LOG_BATCHES)?;
     tx.open_table(CLAIMS)?;
     tx.open_table(INDEX)?;
     tx.open_table(EXPIRY)?;

@@ -1,23 +1,15 @@
-//! Runs, their chunk logs and idempotency claims on the embedded store: records that expire,
-//! the expiry schedule and its sweep.
+//! Runs and idempotency claims on the embedded store: records that expire, the expiry schedule
+//! and its sweep, leases (chunk logs are in `log.rs`).
 
 use bytes::Bytes;
-use redb::{ReadTransaction, ReadableTable, WriteTransaction};
+use redb::{ReadableTable, WriteTransaction};
 
-use super::writer::Ctx;
+use super::log::{purge_log, read_head};
 use super::{
     CLAIMS, EXPIRING_CLAIM, EXPIRING_LOG, EXPIRING_RUN, EXPIRY, ExpiryKey, LEASE_OF, LEASES,
-    LOG_ENTRIES, LOG_HEADS, LogKey, LogRow, RUNS, RunRow, SWEEP_LIMIT,
+    LOG_HEADS, RUNS, RunRow, SWEEP_LIMIT,
 };
-use crate::store::{LogEntry, LogLimits, StoreError, StoreResult, Versioned};
-
-/// A chunk log's bounds: positions `first..next` hold its entries.
-#[derive(Clone, Copy)]
-pub(super) struct LogHead {
-    pub(super) first: u64,
-    pub(super) next: u64,
-    pub(super) expires_ms: u64,
-}
+use crate::store::{StoreError, StoreResult, Versioned};
 
 pub(super) fn read_run(
     table: &impl ReadableTable<&'static str, RunRow>,
@@ -43,20 +35,6 @@ pub(super) fn read_expiry<V: redb::Value + 'static>(
     Ok(table.get(id)?.map(|guard| expires(guard.value())))
 }
 
-pub(super) fn read_head(
-    table: &impl ReadableTable<&'static str, (u64, u64, u64)>,
-    run_id: &str,
-) -> StoreResult<Option<LogHead>> {
-    Ok(table.get(run_id)?.map(|guard| {
-        let (first, next, expires_ms) = guard.value();
-        LogHead {
-            first,
-            next,
-            expires_ms,
-        }
-    }))
-}
-
 /// Moves a record's entry in the expiry schedule.
 pub(super) fn reschedule(
     expiry: &mut redb::Table<ExpiryKey, ()>,
@@ -72,94 +50,6 @@ pub(super) fn reschedule(
         expiry.insert((new, kind, id), ())?;
     }
     Ok(())
-}
-
-/// Appends to a run's log, drops what exceeds `max_chunks` and restarts its time-to-live.
-pub(super) fn append_log(
-    tx: &WriteTransaction,
-    ctx: &Ctx,
-    run_id: &str,
-    chunks: &[LogEntry],
-    limits: LogLimits,
-) -> StoreResult<()> {
-    let mut heads = tx.open_table(LOG_HEADS)?;
-    let mut entries = tx.open_table(LOG_ENTRIES)?;
-    let stored = read_head(&heads, run_id)?;
-    let mut head = match stored {
-        // An expired log the sweep has not reached yet: its chunks must not reappear.
-        Some(head) if head.expires_ms <= ctx.now_ms => {
-            remove_entries(&mut entries, run_id, head.first..head.next)?;
-            LogHead {
-                first: head.next,
-                ..head
-            }
-        }
-        Some(head) => head,
-        None => LogHead {
-            first: 0,
-            next: 0,
-            expires_ms: 0,
-        },
-    };
-    for (seq, bytes) in chunks {
-        entries.insert((run_id, head.next), (*seq, bytes.as_ref()))?;
-        head.next += 1;
-    }
-    let max = u64::try_from(limits.max_chunks).unwrap_or(u64::MAX);
-    let keep_from = head.next.saturating_sub(max).max(head.first);
-    remove_entries(&mut entries, run_id, head.first..keep_from)?;
-    head.first = keep_from;
-    let mut expiry = tx.open_table(EXPIRY)?;
-    let old_expiry = stored.map(|head| head.expires_ms);
-    if head.first == head.next {
-        heads.remove(run_id)?;
-        return reschedule(&mut expiry, EXPIRING_LOG, run_id, old_expiry, None);
-    }
-    head.expires_ms = ctx.expires_at(limits.ttl);
-    heads.insert(run_id, (head.first, head.next, head.expires_ms))?;
-    reschedule(
-        &mut expiry,
-        EXPIRING_LOG,
-        run_id,
-        old_expiry,
-        Some(head.expires_ms),
-    )
-}
-
-pub(super) fn remove_entries(
-    entries: &mut redb::Table<LogKey, LogRow>,
-    run_id: &str,
-    positions: std::ops::Range<u64>,
-) -> StoreResult<()> {
-    for position in positions {
-        entries.remove((run_id, position))?;
-    }
-    Ok(())
-}
-
-/// The live log entries of a run with a sequence number above `after_seq` (all if `None`).
-pub(super) fn read_log(
-    tx: &ReadTransaction,
-    run_id: &str,
-    after_seq: Option<u64>,
-    now_ms: u64,
-) -> StoreResult<Vec<LogEntry>> {
-    let Some(head) = read_head(&tx.open_table(LOG_HEADS)?, run_id)? else {
-        return Ok(Vec::new());
-    };
-    if head.expires_ms <= now_ms {
-        return Ok(Vec::new());
-    }
-    let table = tx.open_table(LOG_ENTRIES)?;
-    let mut chunks = Vec::new();
-    for entry in table.range((run_id, head.first)..(run_id, head.next))? {
-        let (_, value) = entry?;
-        let (seq, bytes) = value.value();
-        if after_seq.is_none_or(|after| seq > after) {
-            chunks.push((seq, Bytes::copy_from_slice(bytes)));
-        }
-    }
-    Ok(chunks)
 }
 
 /// Deletes up to [`SWEEP_LIMIT`] records whose expiry has passed.
@@ -219,14 +109,7 @@ pub(super) fn purge(tx: &WriteTransaction, kind: u8, id: &str, now_ms: u64) -> S
                 set_lease(tx, id, None)?;
             }
         }
-        EXPIRING_LOG => {
-            let mut heads = tx.open_table(LOG_HEADS)?;
-            if let Some(head) = read_head(&heads, id)?.filter(|h| h.expires_ms <= now_ms) {
-                let mut entries = tx.open_table(LOG_ENTRIES)?;
-                remove_entries(&mut entries, id, head.first..head.next)?;
-                heads.remove(id)?;
-            }
-        }
+        EXPIRING_LOG => purge_log(tx, id, now_ms)?,
         EXPIRING_CLAIM => {
             let mut claims = tx.open_table(CLAIMS)?;
             if read_expiry(&claims, id, |(expires, _)| expires)?.is_some_and(|at| at <= now_ms) {

@@ -123,7 +123,7 @@ async fn sweep_purges_expired_records() {
             Ok([
                 tx.open_table(RUNS)?.len()?,
                 tx.open_table(LOG_HEADS)?.len()?,
-                tx.open_table(LOG_ENTRIES)?.len()?,
+                tx.open_table(LOG_ENTRIES)?.len()? + tx.open_table(LOG_BATCHES)?.len()?,
                 tx.open_table(CLAIMS)?.len()?,
                 tx.open_table(EXPIRY)?.len()?,
             ])
@@ -147,4 +147,67 @@ async fn strict_durability_mode_works() {
         store.get_doc(&key(), "d").await.unwrap().unwrap().version,
         1
     );
+}
+
+#[tokio::test]
+async fn logs_written_one_chunk_per_row_read_and_trim_with_batches() {
+    // Earlier versions stored a chunk per row: such a log keeps reading, growing and trimming.
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, EmbeddedOptions::default());
+    let limits = LogLimits {
+        max_chunks: 4,
+        ttl: Duration::from_secs(60),
+    };
+    store
+        .write(|tx, ctx| {
+            let mut entries = tx.open_table(LOG_ENTRIES)?;
+            for position in 0..2u64 {
+                let chunk = [b'a' + position as u8];
+                entries.insert(("run", position), (position + 1, chunk.as_slice()))?;
+            }
+            let expires = ctx.expires_at(Duration::from_secs(60));
+            tx.open_table(LOG_HEADS)?.insert("run", (0, 2, expires))?;
+            Ok(())
+        })
+        .await
+        .unwrap();
+    let chunk = |seq: u64, byte: u8| (seq, Bytes::from(vec![byte]));
+    store
+        .append_chunks("run", vec![chunk(3, b'c'), chunk(4, b'd')], limits)
+        .await
+        .unwrap();
+    let all = store.read_chunks("run", 0).await.unwrap();
+    let expected: Vec<_> = [(1, b'a'), (2, b'b'), (3, b'c'), (4, b'd')]
+        .into_iter()
+        .map(|(seq, byte)| chunk(seq, byte))
+        .collect();
+    assert_eq!(all, expected);
+    assert_eq!(store.read_chunks("run", 2).await.unwrap(), expected[2..]);
+    // Three more: the old rows and the first new chunk go, the batch keeps its tail.
+    store
+        .append_chunks(
+            "run",
+            vec![chunk(5, b'e'), chunk(6, b'f'), chunk(7, b'g')],
+            limits,
+        )
+        .await
+        .unwrap();
+    let kept: Vec<u64> = store
+        .read_chunks("run", 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(seq, _)| seq)
+        .collect();
+    assert_eq!(kept, [4, 5, 6, 7]);
+    let rows = store
+        .read(|tx, _| {
+            Ok((
+                tx.open_table(LOG_ENTRIES)?.len()?,
+                tx.open_table(LOG_BATCHES)?.len()?,
+            ))
+        })
+        .await
+        .unwrap();
+    assert_eq!(rows, (0, 2));
 }
