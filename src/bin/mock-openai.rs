@@ -14,6 +14,11 @@ use std::sync::Arc;
 use agentd::model::{MockOpenAi, scripted_reply};
 use clap::Parser;
 
+// The same allocator as agentd: a benchmark's harness should not spend its share of the two
+// cores in glibc malloc's arena locks.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Command-line flags.
 #[derive(Parser)]
 #[command(about = "A scripted OpenAI-compatible server for demos and benchmarks")]

@@ -21,6 +21,11 @@ use clap::{Parser, ValueEnum};
 use procs::{Procs, StoreKind, sibling};
 use report::Figure;
 
+// The same allocator as agentd: a benchmark's harness should not spend its share of the two
+// cores in glibc malloc's arena locks.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Command-line flags.
 #[derive(Parser)]
 #[command(about = "Benchmarks a real agentd process over gRPC (see README: Benchmarks)")]
