@@ -22,6 +22,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     config.protoc_executable(protoc_bin_vendored::protoc_bin_path()?);
     let includes = [PathBuf::from("proto"), protoc_bin_vendored::include_path()?];
     tonic_prost_build::configure()
+        // Prost with a smaller first encode buffer (an idle stream keeps its buffer).
+        .codec_path("crate::api::codec::LeanCodec")
         .file_descriptor_set_path(out_dir.join("agentd_descriptor.bin"))
         .compile_with_config(config, &protos, &includes)?;
     Ok(())

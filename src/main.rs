@@ -11,12 +11,28 @@ use agentd::config::Config;
 use agentd::{cli, server, telemetry};
 
 // Many small allocations from many threads: mimalloc measured faster than glibc malloc here
-// (no arena lock contention), and it gives memory back after a burst.
+// (no arena lock contention), and it gives memory back after a burst (`memory_return`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .on_thread_park(memory_return::on_park)
+        .build();
+    match runtime {
+        Ok(runtime) => runtime.block_on(async {
+            tokio::spawn(memory_return::sweep());
+            serve_or_command().await
+        }),
+        Err(e) => {
+            eprintln!("agentd: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve_or_command() -> ExitCode {
     let args = cli::Args::parse();
     if let Some(command) = args.command {
         return cli::run(command).await;
@@ -132,5 +148,47 @@ fn shutdown_signal() -> impl Future<Output = ()> {
         {
             let _ = ctrl_c.await;
         }
+    }
+}
+
+/// Gives memory freed after a burst back to the OS. mimalloc returns a thread's free pages
+/// only when that thread next allocates or collects, so a runtime worker that goes idle would
+/// keep what the burst left; workers collect as they park (at most once per `PARK_EVERY`), and
+/// a sweep collects every `SWEEP_EVERY` so the last frees before a quiet spell go back too.
+mod memory_return {
+    use std::cell::Cell;
+    use std::time::{Duration, Instant};
+
+    const PARK_EVERY: Duration = Duration::from_millis(100);
+    const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+    thread_local! {
+        static LAST: Cell<Option<Instant>> = const { Cell::new(None) };
+    }
+
+    /// On a worker parking: collect its heap, unless it did so within `PARK_EVERY`.
+    pub fn on_park() {
+        let now = Instant::now();
+        if LAST.get().is_some_and(|last| now - last < PARK_EVERY) {
+            return;
+        }
+        LAST.set(Some(now));
+        collect();
+    }
+
+    /// Collects on whichever worker runs it, every `SWEEP_EVERY`, forever.
+    pub async fn sweep() {
+        let mut tick = tokio::time::interval(SWEEP_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            collect();
+        }
+    }
+
+    fn collect() {
+        // SAFETY: mi_collect only walks and trims the allocator's own structures; it may be
+        // called from any thread at any time.
+        unsafe { libmimalloc_sys::mi_collect(true) }
     }
 }

@@ -197,8 +197,8 @@ impl Runner {
             resource_id: memory.map(|m| m.resource_id.clone()).unwrap_or_default(),
         })
         .await;
-        if let Err(failure) = self.recall().await {
-            return self.failed(em, failure).await;
+        if let Err(failure) = Box::pin(self.recall()).await {
+            return Box::pin(self.failed(em, failure)).await;
         }
         self.drive(em).await
     }
@@ -230,38 +230,40 @@ impl Runner {
     }
 
     async fn drive(&mut self, em: &mut Emitter) -> RunOutcome {
+        // Everything but the model call is boxed: a run waiting on its model (most of a run's
+        // life, and all of an idle stream's) then holds only what that call needs.
         loop {
-            self.signal(em).await;
+            Box::pin(self.signal(em)).await;
             let index = u32::try_from(self.state.steps.len()).unwrap_or(u32::MAX);
             let span = telemetry::step_span(index);
             let started = std::time::Instant::now();
-            match self.prepare_step(index).instrument(span.clone()).await {
+            match Box::pin(self.prepare_step(index).instrument(span.clone())).await {
                 Ok(overrides) => self.overrides = overrides,
-                Err(failure) => return self.failed_noting(em, failure).await,
+                Err(failure) => return Box::pin(self.failed_noting(em, failure)).await,
             }
             let called = self.call_model(index, em).instrument(span.clone()).await;
             self.overrides = StepOverrides::default();
             let step = match called {
                 Ok(step) => step,
-                Err(StepFail::Aborted) => return self.aborted(em).await,
-                Err(StepFail::Failed(failure)) => return self.failed(em, failure).await,
+                Err(StepFail::Aborted) => return Box::pin(self.aborted(em)).await,
+                Err(StepFail::Failed(failure)) => return Box::pin(self.failed(em, failure)).await,
             };
             self.state
                 .response
                 .push(model_call::assistant_message(&step));
-            let phase = self.run_tools(em, step).instrument(span).await;
+            let phase = Box::pin(self.run_tools(em, step).instrument(span)).await;
             telemetry::metrics().step(started.elapsed());
-            if let Some(failed) = self.after_tool_hooks(em).await {
+            if let Some(failed) = Box::pin(self.after_tool_hooks(em)).await {
                 return failed;
             }
             match phase {
                 ToolPhase::Done(step) => {
-                    if let Some(outcome) = self.finish_step(em, step).await {
+                    if let Some(outcome) = Box::pin(self.finish_step(em, step)).await {
                         return outcome;
                     }
                 }
-                ToolPhase::Suspend(open) => return self.suspend(em, open).await,
-                ToolPhase::Aborted => return self.aborted(em).await,
+                ToolPhase::Suspend(open) => return Box::pin(self.suspend(em, open)).await,
+                ToolPhase::Aborted => return Box::pin(self.aborted(em)).await,
             }
         }
     }

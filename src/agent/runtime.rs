@@ -303,7 +303,7 @@ impl Runtime {
         let span = launch.span.clone();
         let this = self.clone();
         tokio::spawn(
-            this.execute(launch, Some(tx), cancel, reason)
+            this.execute(Box::new(launch), Some(tx), cancel, reason)
                 .instrument(span),
         );
         ClientStream {
@@ -319,7 +319,7 @@ impl Runtime {
 
     async fn execute(
         self: Arc<Self>,
-        launch: Launch,
+        launch: Box<Launch>,
         client: Option<ClientSender>,
         cancel: CancellationToken,
         reason: Arc<Mutex<Option<String>>>,
@@ -335,7 +335,7 @@ impl Runtime {
             trace,
             entry,
             hooks,
-        } = launch;
+        } = *launch;
         let started = std::time::Instant::now();
         let run_id = record.run_id.clone();
         let (mut em, flush) = Emitter::new(
@@ -395,15 +395,19 @@ impl Runtime {
         .with_agents(self.agents.clone())
         .with_hooks(hooks)
         .with_checkpoint(checkpoint);
+        // Boxed, as the tail below: a run's task holds only what the step it waits in needs
+        // (an idle stream's memory is mostly this future).
+        let outcome = match entry {
+            Entry::Start => Box::pin(runner.start(&mut em)).await,
+            Entry::Resume => Box::pin(runner.resume(&mut em)).await,
+            Entry::Checkpoint => Box::pin(runner.continue_open(&mut em)).await,
+        };
+        Box::pin(async move {
         let RunOutcome {
             mut result,
             suspended,
             answered_runs,
-        } = match entry {
-            Entry::Start => runner.start(&mut em).await,
-            Entry::Resume => runner.resume(&mut em).await,
-            Entry::Checkpoint => runner.continue_open(&mut em).await,
-        };
+        } = outcome;
         (result.trace_id, result.span_id) = trace;
         let finish_reason =
             super::wire::run_finish_name(super::wire::run_finish_reason(result.end));
@@ -448,6 +452,8 @@ impl Runtime {
             duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             "run ended"
         );
+        })
+        .await;
     }
 
     fn register(

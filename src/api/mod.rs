@@ -5,6 +5,7 @@ pub mod agents;
 pub mod approvals;
 pub mod auth;
 pub mod bounded;
+pub mod codec;
 pub mod completion;
 pub mod error;
 #[doc(hidden)]

@@ -315,7 +315,7 @@ impl Runtime {
         let span = launch.span.clone();
         tokio::spawn(
             self.clone()
-                .execute(launch, None, cancel, reason)
+                .execute(Box::new(launch), None, cancel, reason)
                 .instrument(span),
         );
     }
