@@ -97,6 +97,10 @@ const EXPIRING_RUN: u8 = 0;
 const EXPIRING_LOG: u8 = 1;
 const EXPIRING_CLAIM: u8 = 2;
 
+/// Most messages a thread load reads in place rather than on the blocking pool (a history
+/// window is usually ten or so).
+const INLINE_WINDOW: usize = 64;
+
 /// Most expired records purged per sweep (bounds the writer's pause).
 const SWEEP_LIMIT: usize = 1000;
 
@@ -208,7 +212,17 @@ impl EmbeddedStore {
         done.await.map_err(|_| closed())?
     }
 
-    /// Runs `f` in a read transaction on the blocking pool.
+    /// Runs `f` in a read transaction right here, for point reads: their pages are cached (or
+    /// one short `pread` away), which costs less than a hop to the blocking pool and back.
+    fn read_now<T>(
+        &self,
+        f: impl FnOnce(&ReadTransaction, u64) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        let tx = self.shared.begin_read()?;
+        f(&tx, now_ms())
+    }
+
+    /// Runs `f` in a read transaction on the blocking pool (reads whose size the caller sets).
     async fn read<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
@@ -270,7 +284,7 @@ impl Store for EmbeddedStore {
     ) -> StoreResult<ThreadView> {
         let key = key.clone();
         let kinds: Vec<String> = docs.iter().map(|kind| kind.to_string()).collect();
-        self.read(move |tx, _| {
+        let read = move |tx: &ReadTransaction, _| {
             let Some(thread) = owned_thread(&tx.open_table(THREADS)?, &key)? else {
                 return Ok(ThreadView {
                     exists: false,
@@ -291,17 +305,19 @@ impl Store for EmbeddedStore {
                 messages,
                 docs,
             })
-        })
-        .await
+        };
+        if last_messages <= INLINE_WINDOW {
+            self.read_now(read)
+        } else {
+            self.read(read).await
+        }
     }
 
     async fn get_doc(&self, key: &ThreadKey, kind: &str) -> StoreResult<Option<Versioned>> {
-        let (key, kind) = (key.clone(), kind.to_string());
-        self.read(move |tx, _| {
-            owned_thread(&tx.open_table(THREADS)?, &key)?;
-            Ok(read_doc(&tx.open_table(DOCS)?, &key.thread_id, &kind)?.map(Doc::versioned))
+        self.read_now(|tx, _| {
+            owned_thread(&tx.open_table(THREADS)?, key)?;
+            Ok(read_doc(&tx.open_table(DOCS)?, &key.thread_id, kind)?.map(Doc::versioned))
         })
-        .await
     }
 
     async fn cas_doc(
@@ -348,9 +364,7 @@ impl Store for EmbeddedStore {
         );
         // The topic names the resource, so another resource's watcher never sees these values.
         let subscription = self.subscribe(|s| &s.docs, topic);
-        let checked = key.clone();
-        self.read(move |tx, _| owned_thread(&tx.open_table(THREADS)?, &checked).map(drop))
-            .await?;
+        self.read_now(|tx, _| owned_thread(&tx.open_table(THREADS)?, key).map(drop))?;
         Ok(watch_stream(subscription))
     }
 
@@ -378,9 +392,7 @@ impl Store for EmbeddedStore {
     }
 
     async fn get_run(&self, run_id: &str) -> StoreResult<Option<Versioned>> {
-        let run_id = run_id.to_string();
-        self.read(move |tx, now| read_run(&tx.open_table(RUNS)?, &run_id, now))
-            .await
+        self.read_now(|tx, now| read_run(&tx.open_table(RUNS)?, run_id, now))
     }
 
     async fn cas_run(
@@ -585,8 +597,7 @@ impl Store for EmbeddedStore {
     }
 
     async fn get_thread(&self, key: &ThreadKey) -> StoreResult<Option<ThreadInfo>> {
-        let key = key.clone();
-        self.read(move |tx, _| threads::get(tx, &key)).await
+        self.read_now(|tx, _| threads::get(tx, key))
     }
 
     async fn cas_thread_meta(
@@ -642,9 +653,7 @@ impl Store for EmbeddedStore {
         resource_id: &str,
         kind: &str,
     ) -> StoreResult<Option<Versioned>> {
-        let (resource_id, kind) = (resource_id.to_string(), kind.to_string());
-        self.read(move |tx, _| threads::get_resource_doc(tx, &resource_id, &kind))
-            .await
+        self.read_now(|tx, _| threads::get_resource_doc(tx, resource_id, kind))
     }
 
     async fn cas_resource_doc(
