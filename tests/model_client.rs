@@ -1113,6 +1113,47 @@ async fn connections_are_reused_across_calls() {
     mock.shutdown().await;
 }
 
+/// Calls in flight at once: how many connections they open, with and without HTTP/2 prior
+/// knowledge; every call must end with its own text either way.
+async fn connections_for_concurrent_calls(http2_prior_knowledge: bool) -> usize {
+    const CALLS: usize = 4;
+    let mock = MockOpenAi::start().await.unwrap();
+    let provider = OpenAiProvider::new(ProviderConfig {
+        http2_prior_knowledge,
+        ..config(&mock)
+    })
+    .unwrap();
+    for i in 0..CALLS {
+        // Slow enough that every call is open while the others start.
+        mock.push(MockReply::Slow {
+            text: format!("reply {i}"),
+            delay_per_delta: Duration::from_millis(50),
+        });
+    }
+    let calls = (0..CALLS).map(|i| run(&provider, request(&format!("call {i}"))));
+    let mut texts: Vec<String> = futures::future::join_all(calls)
+        .await
+        .iter()
+        .map(|events| {
+            finish(events);
+            text(events)
+        })
+        .collect();
+    texts.sort();
+    let expected: Vec<String> = (0..CALLS).map(|i| format!("reply {i}")).collect();
+    assert_eq!(texts, expected);
+    let connections = mock.connections();
+    mock.shutdown().await;
+    connections
+}
+
+#[tokio::test]
+async fn http2_prior_knowledge_carries_concurrent_calls_on_one_connection() {
+    assert_eq!(connections_for_concurrent_calls(true).await, 1);
+    // The contrast: HTTP/1 opens a connection per call in flight.
+    assert_eq!(connections_for_concurrent_calls(false).await, 4);
+}
+
 #[tokio::test]
 async fn provider_options_are_read_by_provider_key() {
     let mock = MockOpenAi::start().await.unwrap();

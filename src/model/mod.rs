@@ -546,6 +546,12 @@ pub struct ProviderConfig {
     /// Retries on connect errors, 429 and 5xx, unless the request sets its own.
     #[serde(default = "default_max_retries")]
     pub max_retries: u32,
+    /// Speak HTTP/2 from the first byte (h2c on `http://`), so one connection carries every
+    /// concurrent call; `https://` providers negotiate HTTP/2 by themselves. Only for servers
+    /// known to speak it: an HTTP/1-only server refuses every call. Calls past the server's
+    /// concurrent-stream limit wait for a free stream (the client opens no second connection).
+    #[serde(default)]
+    pub http2_prior_knowledge: bool,
     /// A missing key is not a configuration error (`--check-config` passes; its agents fail
     /// when run, saying why).
     #[serde(default)]
@@ -565,6 +571,7 @@ impl ProviderConfig {
             connect_timeout: default_connect_timeout(),
             idle_timeout: default_idle_timeout(),
             max_retries: default_max_retries(),
+            http2_prior_knowledge: false,
             optional: false,
         }
     }

@@ -142,15 +142,17 @@ impl OpenAiProvider {
             value.set_sensitive(true);
             headers.insert(AUTHORIZATION, value);
         }
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .connect_timeout(cfg.connect_timeout)
             .tcp_nodelay(true)
             .user_agent(concat!("agentd/", env!("CARGO_PKG_VERSION")))
-            .default_headers(headers)
-            .build()
-            .map_err(|e| {
-                ModelError::Config(format!("provider {:?}: {}", cfg.name, describe(&e)))
-            })?;
+            .default_headers(headers);
+        if cfg.http2_prior_knowledge {
+            builder = builder.http2_prior_knowledge();
+        }
+        let client = builder.build().map_err(|e| {
+            ModelError::Config(format!("provider {:?}: {}", cfg.name, describe(&e)))
+        })?;
         Ok(Self {
             endpoint: format!("{base}/chat/completions"),
             base: base.to_owned(),
