@@ -280,16 +280,21 @@ async fn task_mix(client: &mut TaskServiceClient<Channel>, thread: String) -> an
     Ok(())
 }
 
-/// agentd's memory around `streams` Generate streams waiting on a silent model: (RSS before,
-/// with them open, after they closed), in bytes.
-pub async fn idle_streams(procs: &Procs, tag: &str, streams: usize) -> anyhow::Result<[u64; 3]> {
+/// agentd's memory around `streams` Generate streams of `agent` waiting on a silent model:
+/// (RSS before, with them open, after they closed), in bytes.
+pub async fn idle_streams(
+    procs: &Procs,
+    tag: &str,
+    agent: &str,
+    streams: usize,
+) -> anyhow::Result<[u64; 3]> {
     let channels = channels(procs, streams, STREAMS_PER_CONNECTION).await?;
     let before = procs.agentd_rss()?;
     let open: Vec<_> = futures::stream::iter(0..streams)
         .map(|i| {
             let mut client = AgentServiceClient::new(channels[i / STREAMS_PER_CONNECTION].clone());
             let mut request = planning_run(format!("{tag}-{i}"));
-            request.agent_id = "idler".into();
+            request.agent_id = agent.into();
             async move {
                 let mut stream = client.generate(request).await?.into_inner();
                 // The start chunk: the run is under way and waits on the model.

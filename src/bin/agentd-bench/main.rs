@@ -73,7 +73,8 @@ enum Mode {
     /// The TaskService mix (Write, Update, Complete, Check) at 1, 16 and 64 callers, next to a
     /// bare unary call (health Check) on the same server, as a ratio.
     Tasks,
-    /// Generate streams waiting on a silent model: agentd's RSS per stream, and after they close.
+    /// Generate streams waiting on a silent model, whose calls hold an HTTP/1 connection each,
+    /// then share one HTTP/2 connection: agentd's RSS per stream, and after they close.
     Idle,
     /// Redis memory per finished run at the default retention (Redis store only).
     RedisMemory,
@@ -281,7 +282,17 @@ impl Bench<'_> {
         Ok(())
     }
 
+    /// Idle streams whose model calls each hold an HTTP/1 connection (a plain `http://`
+    /// provider), then share one HTTP/2 connection (what `https://` providers negotiate, and
+    /// `http2_prior_knowledge` gives a plain one).
     async fn idle(&mut self) -> anyhow::Result<()> {
+        for (agent, model) in [("idler", "HTTP/1 model"), ("idler-h2", "HTTP/2 model")] {
+            self.idle_on(agent, model).await?;
+        }
+        Ok(())
+    }
+
+    async fn idle_on(&mut self, agent: &str, model: &str) -> anyhow::Result<()> {
         let streams = self.args.idle_streams.max(1);
         let (mut held, mut per_stream, mut after, mut baseline) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -292,21 +303,36 @@ impl Bench<'_> {
             let procs = self.start(streams + 16).await?;
             load::sequential_runs(&procs, "warmup", 20).await?;
             let [before, with, left] =
-                load::idle_streams(&procs, &format!("idle{round}"), streams).await?;
+                load::idle_streams(&procs, &format!("idle{round}"), agent, streams).await?;
             baseline.push(before as f64 / MIB);
             held.push(with as f64 / MIB);
             per_stream.push(with.saturating_sub(before) as f64 / streams as f64 / 1024.0);
             after.push(left as f64 / MIB);
         }
-        self.record("idle", "RSS before the streams".into(), "MiB", baseline);
         self.record(
             "idle",
-            format!("RSS with {streams} idle streams"),
+            format!("{model}: RSS before the streams"),
+            "MiB",
+            baseline,
+        );
+        self.record(
+            "idle",
+            format!("{model}: RSS with {streams} idle streams"),
             "MiB",
             held,
         );
-        self.record("idle", "RSS per idle stream".into(), "KiB", per_stream);
-        self.record("idle", "RSS after they closed".into(), "MiB", after);
+        self.record(
+            "idle",
+            format!("{model}: RSS per idle stream"),
+            "KiB",
+            per_stream,
+        );
+        self.record(
+            "idle",
+            format!("{model}: RSS after they closed"),
+            "MiB",
+            after,
+        );
         Ok(())
     }
 

@@ -276,10 +276,20 @@ id = "planner"
 instructions = "You plan work with the task tools."
 model = "mock/planner"
 tools = ["tasks"]
+[[providers]]
+name = "mock-h2"
+base_url = "http://127.0.0.1:{model_port}/v1"
+max_retries = 0
+http2_prior_knowledge = true
 [[agents]]
 id = "idler"
 instructions = "You wait."
 model = "mock/silent"
+tools = ["tasks"]
+[[agents]]
+id = "idler-h2"
+instructions = "You wait."
+model = "mock-h2/silent"
 tools = ["tasks"]
 "#,
         data = data.display(),
