@@ -403,55 +403,55 @@ impl Runtime {
             Entry::Checkpoint => Box::pin(runner.continue_open(&mut em)).await,
         };
         Box::pin(async move {
-        let RunOutcome {
-            mut result,
-            suspended,
-            answered_runs,
-        } = outcome;
-        (result.trace_id, result.span_id) = trace;
-        let finish_reason =
-            super::wire::run_finish_name(super::wire::run_finish_reason(result.end));
-        telemetry::metrics().run_finished(&agent_id, finish_reason);
-        let steps = result.steps.len();
-        stop_renewing.cancel();
-        let _ = renewer.await;
-        // Record first, then emit `finish`: a client that reacts to it (Approve, Abort, a new
-        // turn) must find the run in its final state. Retried until it lands.
-        let (end, last, approval_ttl) = (
-            result.end,
-            em.sequence() + 1,
-            millis(self.limits.approval_ttl),
-        );
-        self.write_end(&handle, |r| {
-            r.end(end, suspended.clone(), last, now_ms(), approval_ttl);
-        })
-        .await;
-        let record = handle.record().await;
-        if record.status == RunStatus::Suspended {
-            self.index_pending(&record, true).await;
-        }
-        for answered in &answered_runs {
-            let why = format!("Answered by run {run_id} (auto-resume)");
-            if let Err(e) = self.end_suspended(answered, &why).await {
-                warn!(run_id = %answered, error = %e, "could not end a run answered by auto-resume");
+            let RunOutcome {
+                mut result,
+                suspended,
+                answered_runs,
+            } = outcome;
+            (result.trace_id, result.span_id) = trace;
+            let finish_reason =
+                super::wire::run_finish_name(super::wire::run_finish_reason(result.end));
+            telemetry::metrics().run_finished(&agent_id, finish_reason);
+            let steps = result.steps.len();
+            stop_renewing.cancel();
+            let _ = renewer.await;
+            // Record first, then emit `finish`: a client that reacts to it (Approve, Abort, a new
+            // turn) must find the run in its final state. Retried until it lands.
+            let (end, last, approval_ttl) = (
+                result.end,
+                em.sequence() + 1,
+                millis(self.limits.approval_ttl),
+            );
+            self.write_end(&handle, |r| {
+                r.end(end, suspended.clone(), last, now_ms(), approval_ttl);
+            })
+            .await;
+            let record = handle.record().await;
+            if record.status == RunStatus::Suspended {
+                self.index_pending(&record, true).await;
             }
-        }
-        em.emit(Event::Finish(Box::new(result))).await;
-        if record.status != RunStatus::Suspended {
-            em.complete();
-        }
-        self.deregister(&run_id);
-        drop(em);
-        flush.wait().await;
-        drop(permit);
-        info!(
-            run_id = %run_id,
-            agent = %record.agent_id,
-            finish_reason = %finish_reason,
-            steps,
-            duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            "run ended"
-        );
+            for answered in &answered_runs {
+                let why = format!("Answered by run {run_id} (auto-resume)");
+                if let Err(e) = self.end_suspended(answered, &why).await {
+                    warn!(run_id = %answered, error = %e, "could not end a run answered by auto-resume");
+                }
+            }
+            em.emit(Event::Finish(Box::new(result))).await;
+            if record.status != RunStatus::Suspended {
+                em.complete();
+            }
+            self.deregister(&run_id);
+            drop(em);
+            flush.wait().await;
+            drop(permit);
+            info!(
+                run_id = %run_id,
+                agent = %record.agent_id,
+                finish_reason = %finish_reason,
+                steps,
+                duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                "run ended"
+            );
         })
         .await;
     }
