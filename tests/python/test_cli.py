@@ -4,6 +4,7 @@ binary serving with an API key on the mock `worker` model (it writes the prompt'
 tasks, completes one per step, then answers `Done: …`; declined: `Stopped: <reason>`)."""
 
 import os
+import signal
 import re
 import subprocess
 import time
@@ -25,8 +26,17 @@ def cli_env(server, key=API_KEY, **extra):
     return env
 
 
+def _interrupts_as_in_a_terminal():
+    # Ctrl-C must reach the CLI as it does a user's, also when this suite runs as a shell's
+    # background job (which starts with SIGINT ignored, and children inherit that).
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def spawn(server, *args, **env):
-    child = pexpect.spawn(binary("agentd"), list(args), env=cli_env(server, **env), encoding="utf-8", timeout=20)
+    child = pexpect.spawn(
+        binary("agentd"), list(args), env=cli_env(server, **env), encoding="utf-8", timeout=20,
+        preexec_fn=_interrupts_as_in_a_terminal,
+    )
     child.setwinsize(40, 200)
     return child
 
