@@ -150,7 +150,7 @@ pub enum ContentPart {
 
 /// A tool the model may call. Built once per agent (and shared by its runs), so its wire
 /// form is serialized once, not on every model call.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ToolDefinition {
     /// The tool's name, as the model must spell it.
     pub name: String,
@@ -193,17 +193,6 @@ impl ToolDefinition {
             serde_json::value::to_raw_value(&entry)
                 .unwrap_or_else(|_| serde_json::value::RawValue::NULL.to_owned())
         })
-    }
-}
-
-impl Clone for ToolDefinition {
-    fn clone(&self) -> Self {
-        Self {
-            name: self.name.clone(),
-            description: self.description.clone(),
-            parameters: self.parameters.clone(),
-            function_json: self.function_json.clone(),
-        }
     }
 }
 

@@ -157,6 +157,7 @@ where
         seq.end()
     }
 }
+
 /// A message as Chat Completions spells it, serialized from the request without a copy.
 struct Message<'a>(&'a ChatMessage);
 
