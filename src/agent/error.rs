@@ -88,6 +88,9 @@ pub enum RunFailure {
     /// The replica executing the run stopped and the replica taking it over cannot continue it.
     #[error("The server executing the run stopped and the run cannot be continued: {0}")]
     OwnerLost(String),
+    /// The run's processors cannot be built (a stored run from another version).
+    #[error("The run's processors are invalid: {0}")]
+    Processors(String),
 }
 
 impl RunFailure {
@@ -101,6 +104,7 @@ impl RunFailure {
             Self::Hook(_) => "HOOK_FAILED",
             Self::Embedding(_) => "EMBEDDING_FAILED",
             Self::OwnerLost(_) => "RUN_OWNER_LOST",
+            Self::Processors(_) => "PROCESSORS_INVALID",
         }
     }
 
@@ -108,9 +112,9 @@ impl RunFailure {
     pub fn category(&self) -> FailureCategory {
         match self {
             Self::Model(_) | Self::Embedding(_) => FailureCategory::Model,
-            Self::StructuredOutputTruncated(_) | Self::StructuredOutputInvalid(_) => {
-                FailureCategory::System
-            }
+            Self::StructuredOutputTruncated(_)
+            | Self::StructuredOutputInvalid(_)
+            | Self::Processors(_) => FailureCategory::System,
             Self::Store(_) => FailureCategory::Store,
             Self::Hook(_) => FailureCategory::Hook,
             Self::OwnerLost(_) => FailureCategory::Replica,

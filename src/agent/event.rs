@@ -142,6 +142,8 @@ pub enum Event {
     CompletionCheck(CompletionCheck),
     /// A hook failed or missed its deadline.
     HookError(HookNote),
+    /// A processor stopped the run.
+    Tripwire(super::processors::Tripwire),
     /// The run ended (or suspended); carries the whole result.
     Finish(Box<RunResult>),
 }

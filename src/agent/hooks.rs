@@ -311,6 +311,10 @@ pub fn answers_kind(answer: &Answer, kind: pb::HookKind) -> bool {
             | (Answer::OnDelegationStart(_), K::OnDelegationStart)
             | (Answer::OnDelegationComplete(_), K::OnDelegationComplete)
             | (Answer::MessageFilter(_), K::MessageFilter)
+            | (
+                Answer::Processor(_),
+                K::ProcessInput | K::ProcessOutputStep | K::ProcessOutputResult
+            )
     )
 }
 
@@ -327,6 +331,9 @@ pub fn kind_name(kind: pb::HookKind) -> &'static str {
         K::OnDelegationStart => "on_delegation_start",
         K::OnDelegationComplete => "on_delegation_complete",
         K::MessageFilter => "message_filter",
+        K::ProcessInput => "process_input",
+        K::ProcessOutputStep => "process_output_step",
+        K::ProcessOutputResult => "process_output_result",
     }
 }
 

@@ -9,6 +9,7 @@ pub mod error;
 pub mod event;
 pub mod hooks;
 pub mod message;
+pub mod processors;
 pub mod record;
 pub mod request;
 pub mod result;
@@ -52,6 +53,8 @@ pub struct AgentDef {
     pub working_memory: Option<crate::memory::working::Settings>,
     /// The embedder of `[agents.memory]`, for semantic recall.
     pub embedder: Option<Arc<dyn crate::model::Embedder>>,
+    /// Its processors, compiled once for its runs (`None`: it has none).
+    pub processors: Option<Arc<processors::Chain>>,
 }
 
 impl AgentDef {
@@ -170,6 +173,12 @@ impl Agents {
                 })?,
                 None => None,
             };
+            let chain = processors::Chain::build(
+                &a.input_processors,
+                &a.output_processors,
+                a.max_processor_retries,
+            )
+            .map_err(|e| ConfigError::Invalid(format!("agent {:?}: {e}", a.id)))?;
             let mcp = a
                 .mcp_servers
                 .iter()
@@ -195,6 +204,7 @@ impl Agents {
                         .embedder
                         .as_deref()
                         .and_then(|spec| crate::memory::build_embedder(config, spec)),
+                    processors: (!chain.is_empty()).then(|| Arc::new(chain)),
                 }),
             );
         }

@@ -139,7 +139,7 @@ impl RunRecord {
         self.abort_reason = None;
         self.finish_reason = match end {
             RunEnd::Model(reason) => Some(reason),
-            RunEnd::Suspended | RunEnd::Aborted | RunEnd::Failed => None,
+            RunEnd::Suspended | RunEnd::Aborted | RunEnd::Failed | RunEnd::Tripwire => None,
         };
         match suspended {
             Some(state) => {

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::message::Message;
-use crate::config::{AgentDefaults, CompletionConfig};
+use crate::config::{AgentDefaults, CompletionConfig, ProcessorOverrides};
 use crate::model::{FinishReason, ModelSettings, ToolChoice};
 
 /// A declarative stop condition, checked after each step that would continue.
@@ -207,6 +207,9 @@ pub struct RunRequest {
     /// The tenant starting the run (empty: unscoped); set by the API from the caller.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tenant: String,
+    /// The request's processor lists and retries, each replacing the agent's.
+    #[serde(default, skip_serializing_if = "ProcessorOverrides::is_empty")]
+    pub processors: ProcessorOverrides,
 }
 
 impl RunRequest {

@@ -8,6 +8,7 @@ use super::completion::CompletionCheck;
 use super::error::RunFailure;
 use super::event::{GeneratedFile, Source};
 use super::message::Message;
+use super::processors::Tripwire;
 use super::state::{CallRecord, PendingCall, ResponseRecord, ResultRecord, RunState, StepRecord};
 use crate::model::{FinishReason, Usage};
 
@@ -22,6 +23,8 @@ pub enum RunEnd {
     Aborted,
     /// It failed.
     Failed,
+    /// A processor stopped it.
+    Tripwire,
 }
 
 /// The whole result of a run, as the `finish` chunk carries it.
@@ -71,6 +74,8 @@ pub struct RunResult {
     pub span_id: String,
     /// The run's last completion check.
     pub completion: Option<CompletionCheck>,
+    /// The processor abort that ended the run.
+    pub tripwire: Option<Tripwire>,
 }
 
 impl RunResult {
@@ -108,7 +113,11 @@ impl RunResult {
             trace_id: String::new(),
             span_id: String::new(),
             completion: None,
+            tripwire: None,
         };
+        if let Some(text) = &state.result_text {
+            text.clone_into(&mut result.text);
+        }
         if end == RunEnd::Suspended
             && let Some(open) = &state.open_step
         {

@@ -7,6 +7,7 @@ mod completion;
 mod hooks;
 mod memory;
 mod model_call;
+mod processors;
 mod recall;
 mod tool_calls;
 
@@ -23,6 +24,7 @@ use super::emit::Emitter;
 use super::error::RunFailure;
 use super::event::Event;
 use super::hooks::RunHooks;
+use super::processors::{Chain, OutputStream, Tripwire};
 use super::request::StructuredOutput;
 use super::result::{RunEnd, RunResult};
 use super::state::{OpenStep, RunState, StepRecord};
@@ -36,6 +38,7 @@ use crate::tasklist::{TaskList, TaskLists};
 use crate::telemetry;
 
 pub(super) use hooks::StepOverrides;
+use processors::{Halt, StepVerdict};
 pub use tool_calls::offered_tools;
 
 /// What a run needs from the server.
@@ -67,6 +70,8 @@ pub struct RunOutcome {
 enum StepFail {
     Aborted,
     Failed(RunFailure),
+    /// An output processor aborted the stream, or an input token limiter the prompt.
+    Tripped(Tripwire),
 }
 
 /// Where a step's tool calls left the run.
@@ -105,6 +110,12 @@ pub struct Runner {
     completion: Option<CompletionCheck>,
     /// Where the run's durable points go (before each step's tool calls run).
     checkpoint: Option<Arc<dyn Checkpoint>>,
+    /// The run's processors (`None`: it has none).
+    processors: Option<Arc<Chain>>,
+    /// Why the run's processors cannot be built: the run fails before its next step.
+    broken_processors: Option<String>,
+    /// The output processors' view of the stream, when some watch it.
+    stream_guard: Option<OutputStream>,
 }
 
 /// Keeps a run's durable points, so that another replica can continue it.
@@ -142,6 +153,24 @@ impl Runner {
             store: deps.store.clone(),
         };
         let loop_start = state.steps.len();
+        let config = &agent.config;
+        let built = Chain::for_run(
+            agent.processors.as_ref(),
+            (
+                &config.input_processors,
+                &config.output_processors,
+                config.max_processor_retries,
+            ),
+            &request.processors,
+        );
+        let (processors, broken_processors) = match built {
+            Ok(chain) => (chain, None),
+            Err(why) => (None, Some(why)),
+        };
+        let stream_guard = processors
+            .as_ref()
+            .filter(|c| c.watches_stream())
+            .map(Chain::stream);
         Self {
             run_id,
             agent,
@@ -161,6 +190,9 @@ impl Runner {
             stop_after_next: false,
             completion: None,
             checkpoint: None,
+            processors,
+            broken_processors,
+            stream_guard,
         }
     }
 
@@ -200,6 +232,14 @@ impl Runner {
         if let Err(failure) = Box::pin(self.recall()).await {
             return Box::pin(self.failed(em, failure)).await;
         }
+        if let Some(why) = self.broken_processors.take() {
+            return Box::pin(self.failed(em, RunFailure::Processors(why))).await;
+        }
+        match Box::pin(self.process_input()).await {
+            Ok(()) => {}
+            Err(Halt::Tripped(trip)) => return Box::pin(self.tripped(em, trip, false)).await,
+            Err(Halt::Failed(failure)) => return Box::pin(self.failed_noting(em, failure)).await,
+        }
         self.drive(em).await
     }
 
@@ -212,6 +252,9 @@ impl Runner {
     /// Continues a run from its open step (its calls run), or from its next step: a decided
     /// run, or a taken-over one at its checkpoint.
     pub async fn continue_open(mut self, em: &mut Emitter) -> RunOutcome {
+        if let Some(why) = self.broken_processors.take() {
+            return self.failed(em, RunFailure::Processors(why)).await;
+        }
         let Some(open) = self.state.open_step.take() else {
             return self.drive(em).await;
         };
@@ -247,6 +290,26 @@ impl Runner {
                 Ok(step) => step,
                 Err(StepFail::Aborted) => return Box::pin(self.aborted(em)).await,
                 Err(StepFail::Failed(failure)) => return Box::pin(self.failed(em, failure)).await,
+                Err(StepFail::Tripped(trip)) => {
+                    return Box::pin(self.tripped(em, trip, false)).await;
+                }
+            };
+            let step = match Box::pin(self.process_output_step(&step)).await {
+                Ok(StepVerdict::Accept) => step,
+                // A retry is another step: the step cap bounds retries too.
+                Ok(StepVerdict::Retry(trip))
+                    if self.state.steps.len() + 1 < self.policy.cap() as usize =>
+                {
+                    Box::pin(self.retry_step(em, step, trip)).await;
+                    continue;
+                }
+                Ok(StepVerdict::Retry(trip)) => {
+                    return Box::pin(self.rejected_step(em, step, trip)).await;
+                }
+                Ok(StepVerdict::Abort(trip)) => {
+                    return Box::pin(self.rejected_step(em, step, trip)).await;
+                }
+                Err(failure) => return Box::pin(self.failed_noting(em, failure)).await,
             };
             self.state
                 .response
@@ -387,6 +450,11 @@ impl Runner {
                 })
                 .await;
             }
+        }
+        match self.process_output_result().await {
+            Ok(()) => {}
+            Err(Halt::Tripped(trip)) => return self.tripped(em, trip, false).await,
+            Err(Halt::Failed(failure)) => return self.failed_noting(em, failure).await,
         }
         if let Err(e) = self.save().await {
             return self.failed_unsaved(em, e).await;

@@ -34,7 +34,7 @@ use super::record::{RunRecord, RunStatus};
 use super::request::RunRequest;
 use super::run::{RunDeps, RunOutcome, Runner};
 use super::state::RunState;
-use super::validate::{validate_against_agent, validate_completion};
+use super::validate::{validate_against_agent, validate_completion, validate_processors};
 use super::{AgentDef, Agents};
 use crate::pb;
 use crate::pb::chunk::Payload;
@@ -171,6 +171,7 @@ impl Runtime {
                 .clone_from(&agent.config.is_task_complete);
         }
         validate_completion(&agent, &self.agents, &request, hooks.as_deref())?;
+        validate_processors(&agent, &request, hooks.as_deref())?;
         let mut run_id = request.run_id.clone().unwrap_or_else(new_id);
         if let Some(key) = &request.idempotency_key {
             let claim = json!({"run_id": run_id, "fingerprint": fingerprint}).to_string();

@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::event::{GeneratedFile, Source};
 use super::hooks::ClientBinding;
 use super::message::Message;
+use super::processors::Tripwire;
 use super::request::RunRequest;
 use crate::model::{FinishReason, Usage};
 
@@ -96,6 +97,10 @@ pub struct StepRecord {
     /// Files the model generated.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<GeneratedFile>,
+    /// An output processor rejected the step: a retry when `is_continued`, else the run's
+    /// tripwire.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tripwire: Option<Tripwire>,
 }
 
 impl StepRecord {
@@ -115,6 +120,7 @@ impl StepRecord {
             provider_metadata: None,
             sources: Vec::new(),
             files: Vec::new(),
+            tripwire: None,
         }
     }
 }
@@ -223,6 +229,20 @@ pub struct RunState {
     /// Semantic recall's system message of other threads' hits, found before the first step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recalled_system: Option<String>,
+    /// Output processors' retry feedback, each text once, in order: system messages of every
+    /// later model call of the run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processor_feedback: Vec<String>,
+    /// Retries asked for in a row (reset by an accepted step).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub processor_retries: u32,
+    /// The run's text as output processors rewrote the response, when they did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_text: Option<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl RunState {
@@ -250,6 +270,9 @@ impl RunState {
             prompt_override: None,
             working_memory: None,
             recalled_system: None,
+            processor_feedback: Vec::new(),
+            processor_retries: 0,
+            result_text: None,
         }
     }
 

@@ -132,3 +132,70 @@ pub fn validate_completion(
         Err(RunError::Invalid(violations))
     }
 }
+
+/// Checks that every hook processor of the run has a handler for its stage (the calling
+/// client's, or one of the agent's webhooks): `process_input` in the input list,
+/// `process_output_step` or `process_output_result` in the output list.
+pub fn validate_processors(
+    agent: &AgentDef,
+    request: &RunRequest,
+    client: Option<&ClientHooks>,
+) -> Result<(), RunError> {
+    let handled = |kind: pb::HookKind| {
+        client.is_some_and(|c| c.binding().kinds.contains(&(kind as i32)))
+            || agent
+                .config
+                .webhooks
+                .iter()
+                .any(|w| w.kinds.iter().any(|k| k == super::hooks::kind_name(kind)))
+    };
+    let overrides = &request.processors;
+    let lists = [
+        (
+            overrides.input.as_deref(),
+            &agent.config.input_processors,
+            "input",
+            vec![pb::HookKind::ProcessInput],
+        ),
+        (
+            overrides.output.as_deref(),
+            &agent.config.output_processors,
+            "output",
+            vec![
+                pb::HookKind::ProcessOutputStep,
+                pb::HookKind::ProcessOutputResult,
+            ],
+        ),
+    ];
+    let mut violations = Vec::new();
+    for (requested, configured, list, kinds) in lists {
+        if kinds.iter().any(|k| handled(*k)) {
+            continue;
+        }
+        let names: Vec<&str> = kinds.iter().map(|k| super::hooks::kind_name(*k)).collect();
+        let (specs, field): (&[crate::config::ProcessorSpec], String) = match requested {
+            Some(specs) => (specs, format!("processors.{list}.processors")),
+            None => (
+                configured,
+                format!("agent {:?} {list}_processors", agent.config.id),
+            ),
+        };
+        for (i, spec) in specs.iter().enumerate() {
+            if let crate::config::ProcessorSpec::Hook { id } = spec {
+                violations.push((
+                    format!("{field}.{i}.hook"),
+                    format!(
+                        "hook processor {id:?} needs a {} hook: declare the kind on \
+                         GenerateWithHooks, or give the agent a webhook for it",
+                        names.join(" or ")
+                    ),
+                ));
+            }
+        }
+    }
+    if violations.is_empty() {
+        Ok(())
+    } else {
+        Err(RunError::Invalid(violations))
+    }
+}

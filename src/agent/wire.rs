@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::decision;
 use super::error::RunFailure;
 use super::event::{Event, Producer};
+use super::processors::Tripwire;
 use super::record::RunRecord;
 use super::result::{RunEnd, RunResult};
 use super::state::{
@@ -140,6 +141,7 @@ fn payload(event: &Event) -> Payload {
         Event::Finish(r) => Payload::Finish(generate_result(r)),
         Event::CompletionCheck(c) => Payload::IsTaskComplete(completion_check(c)),
         Event::HookError(n) => Payload::HookError(hook_error(n)),
+        Event::Tripwire(t) => Payload::Tripwire(tripwire(t)),
     }
 }
 
@@ -159,6 +161,7 @@ pub fn run_finish_reason(end: RunEnd) -> pb::FinishReason {
         RunEnd::Suspended => pb::FinishReason::Suspended,
         RunEnd::Aborted => pb::FinishReason::Aborted,
         RunEnd::Failed => pb::FinishReason::Error,
+        RunEnd::Tripwire => pb::FinishReason::Tripwire,
     }
 }
 
@@ -185,7 +188,7 @@ pub fn generate_result(r: &RunResult) -> pb::GenerateResult {
         messages: r.messages.iter().map(message).collect(),
         remembered_messages: r.remembered_messages.iter().map(message).collect(),
         error: r.error.as_ref().map(run_error),
-        tripwire: None,
+        tripwire: r.tripwire.as_ref().map(tripwire),
         used_fallback_value: r.used_fallback_value,
         sources: r.sources.iter().map(source).collect(),
         files: r.files.iter().map(file).collect(),
@@ -288,6 +291,7 @@ pub fn run_finish_name(reason: pb::FinishReason) -> &'static str {
         pb::FinishReason::Suspended => "suspended",
         pb::FinishReason::Tripwire => "tripwire",
         pb::FinishReason::Aborted => "aborted",
+        pb::FinishReason::Retry => "retry",
     }
 }
 
@@ -350,11 +354,32 @@ pub fn step(s: &StepRecord) -> pb::StepResult {
         reasoning_text: s.reasoning.clone(),
         tool_calls: s.tool_calls.iter().map(call).collect(),
         tool_results: s.tool_results.iter().map(result).collect(),
-        finish_reason: finish_reason(s.finish_reason).into(),
+        finish_reason: step_finish_reason(s).into(),
         usage: Some(usage(s.usage)),
         response: Some(response(&s.response)),
         warnings: s.warnings.clone(),
         is_continued: s.is_continued,
+        tripwire: s.tripwire.as_ref().map(tripwire),
+    }
+}
+
+/// A step's finish reason: RETRY for a step an output processor had redone, TRIPWIRE for the
+/// one it rejected last, else the model's.
+pub fn step_finish_reason(s: &StepRecord) -> pb::FinishReason {
+    match &s.tripwire {
+        Some(_) if s.is_continued => pb::FinishReason::Retry,
+        Some(_) => pb::FinishReason::Tripwire,
+        None => finish_reason(s.finish_reason),
+    }
+}
+
+/// The wire form of a processor's abort.
+pub fn tripwire(t: &Tripwire) -> pb::TripwireChunk {
+    pb::TripwireChunk {
+        reason: t.reason.clone(),
+        retry: t.retry,
+        metadata: t.metadata.as_deref().map(to_proto_struct),
+        processor_id: t.processor_id.clone(),
     }
 }
 

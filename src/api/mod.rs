@@ -13,6 +13,7 @@ pub mod fuzzing;
 pub mod hooks;
 pub mod jwt;
 pub mod layer;
+mod processors;
 mod recall;
 pub mod run_request;
 mod scope;

@@ -97,6 +97,11 @@ pub fn run_request(req: pb::GenerateRequest, limits: &Limits) -> Result<RunReque
         })
         .unwrap_or_default();
     let on_disconnect = on_disconnect(req.on_disconnect());
+    let processors = req
+        .processors
+        .as_ref()
+        .map(|p| super::processors::processors(&mut v, p, limits))
+        .unwrap_or_default();
     v.into_result()?;
     Ok(RunRequest {
         agent_id: req.agent_id,
@@ -139,6 +144,7 @@ pub fn run_request(req: pb::GenerateRequest, limits: &Limits) -> Result<RunReque
         is_task_complete,
         // The caller's, set by the handler: the request does not say who it is.
         tenant: String::new(),
+        processors,
     })
 }
 

@@ -227,6 +227,7 @@ fn summary(result: &pb::GenerateResult) -> String {
         FinishReason::Suspended => "suspended",
         FinishReason::Tripwire => "tripwire",
         FinishReason::Aborted => "aborted",
+        FinishReason::Retry => "retry",
     };
     let tokens = result.usage.as_ref().map_or(0, |u| u.total_tokens);
     let steps = result.steps.len();

@@ -50,6 +50,18 @@ pub struct AgentConfig {
     /// Memory beyond the last messages: the embedder, semantic recall and working memory.
     #[serde(default)]
     pub memory: super::AgentMemoryConfig,
+    /// Processors that see the input before the first model call (a request's own list
+    /// replaces them).
+    #[serde(default)]
+    pub input_processors: Vec<super::ProcessorSpec>,
+    /// Processors that see the streamed output, each step and the final response (a request's
+    /// own list replaces them).
+    #[serde(default)]
+    pub output_processors: Vec<super::ProcessorSpec>,
+    /// Retries in a row an output processor may ask for (none: a retry request ends the run as
+    /// a tripwire, as the reference's default).
+    #[serde(default)]
+    pub max_processor_retries: Option<u32>,
 }
 
 /// A tool executed by POSTing its call to an HTTP endpoint.
@@ -117,7 +129,7 @@ pub enum OnHookFailure {
 }
 
 /// The hook kinds, as config and the JSON mapping name them.
-pub const HOOK_KINDS: [&str; 8] = [
+pub const HOOK_KINDS: [&str; 11] = [
     "on_iteration_complete",
     "before_tool_call",
     "after_tool_call",
@@ -126,6 +138,9 @@ pub const HOOK_KINDS: [&str; 8] = [
     "on_delegation_start",
     "on_delegation_complete",
     "message_filter",
+    "process_input",
+    "process_output_step",
+    "process_output_result",
 ];
 
 /// A webhook answering some of an agent's hooks: agentd POSTs each hook call as the proto's
@@ -297,6 +312,13 @@ pub(super) fn validate_agents(
             validate_completion(&a.id, completion, providers)?;
         }
         super::memory::validate(&a.id, &a.memory, providers)?;
+        for (key, list) in [
+            ("input_processors", &a.input_processors),
+            ("output_processors", &a.output_processors),
+        ] {
+            super::processors::check_list(key, list)
+                .map_err(|(at, why)| invalid(&format!("agent {:?}: {at} {why}", a.id)))?;
+        }
     }
     Ok(())
 }
@@ -417,5 +439,39 @@ mod tests {
         assert!(err.contains("is_task_complete.scorers must name"), "{err}");
         let err = check("[agents.is_task_complete]\n[[agents.is_task_complete.scorers]]\nid = \"x\"\nkind = \"vibes\"\n").unwrap_err();
         assert!(err.contains("vibes"), "{err}");
+    }
+
+    #[test]
+    fn processors_are_checked_at_start_up_naming_the_key() {
+        check(
+            r#"
+            max_processor_retries = 2
+            [[agents.input_processors]]
+            type = "unicode-normalizer"
+            [[agents.output_processors]]
+            type = "token-limiter"
+            limit = 500
+            strategy = "abort"
+            "#,
+        )
+        .unwrap();
+        let err =
+            check("[[agents.input_processors]]\ntype = \"regex-filter\"\npresets = [\"names\"]\n")
+                .unwrap_err();
+        assert!(
+            err.contains("agent \"a\": input_processors[0].presets[0] unknown preset \"names\""),
+            "{err}"
+        );
+        let err = check(
+            "[[agents.output_processors]]\ntype = \"regex-filter\"\n[[agents.output_processors.rules]]\nname = \"r\"\npattern = \"(\"\n",
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("output_processors[0].rules[0].pattern is not a valid regular expression"),
+            "{err}"
+        );
+        let err =
+            check("[[agents.input_processors]]\ntype = \"moderation-by-vibes\"\n").unwrap_err();
+        assert!(err.contains("moderation-by-vibes"), "{err}");
     }
 }

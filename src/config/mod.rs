@@ -16,6 +16,7 @@ mod agent;
 mod auth;
 mod mcp;
 mod memory;
+mod processors;
 mod tls;
 mod web;
 mod working_memory;
@@ -30,6 +31,11 @@ pub use mcp::{McpServerConfig, McpTransportKind, McpUse, mcp_tool_name};
 pub use memory::{
     AgentMemoryConfig, MAX_MESSAGE_RANGE, MAX_TOP_K, MessageRange, RecallOptions, RecallScope,
     RecallSetting,
+};
+pub use processors::{
+    ProcessorOverrides, ProcessorSpec, REGEX_PRESETS, RegexFilterSpec, RegexPhase, RegexRuleSpec,
+    RegexStrategy, TokenCountMode, TokenLimitStrategy, TokenLimiterSpec, TokenTrimMode,
+    UnicodeOptions, check_list as check_processors,
 };
 pub use tls::TlsConfig;
 pub use web::{PlaygroundConfig, WebConfig};

@@ -10,6 +10,7 @@ mod support;
 
 mod faults;
 mod loop_hooks;
+mod processors;
 mod scorers;
 mod webhooks;
 

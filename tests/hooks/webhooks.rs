@@ -171,3 +171,62 @@ kinds = ["prepare_step"]
     }
     assert!(mock.requests().is_empty());
 }
+
+#[tokio::test]
+async fn an_agents_webhook_answers_its_hook_processor_in_the_json_mapping() {
+    use axum::Json;
+    use axum::routing::post;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let app = axum::Router::new().route(
+        "/guard",
+        post(move |Json(body): Json<Value>| {
+            log.lock().expect("log").push(body.clone());
+            async move {
+                let text = body["processOutputStep"]["text"].as_str().unwrap_or("");
+                if text.contains("secret") {
+                    Json(json!({"processor": {"abort": {"reason": "No secrets", "metadata": {"why": "leak"}}}}))
+                } else {
+                    Json(json!({}))
+                }
+            }
+        }),
+    );
+    let (url, _task) = support::serve_http(app).await;
+    let mock = MockOpenAi::start().await.expect("mock");
+    let dir = tempfile::tempdir().expect("dir");
+    let extra = format!(
+        r#"
+[[agents]]
+id = "guarded-by-webhook"
+model = "mock/test-model"
+[[agents.output_processors]]
+type = "hook"
+id = "secret-guard"
+[[agents.webhooks]]
+url = "{url}/guard"
+kinds = ["process_output_step"]
+"#
+    );
+    let server = server(&mock, dir.path(), &extra).await;
+    let mut agents = support::agents_client(&server).await;
+    mock.push(MockReply::Text("all fine".into()));
+    let chunks = support::generate(&mut agents, ask("guarded-by-webhook", "hi")).await;
+    assert_eq!(
+        support::finish(&chunks).finish_reason(),
+        pb::FinishReason::Stop
+    );
+    mock.push(MockReply::Text("the secret is 42".into()));
+    let chunks = support::generate(&mut agents, ask("guarded-by-webhook", "hi")).await;
+    let result = support::finish(&chunks);
+    assert_eq!(result.finish_reason(), pb::FinishReason::Tripwire);
+    let trip = result.tripwire.expect("tripwire");
+    assert_eq!(
+        (trip.reason.as_str(), trip.processor_id.as_str()),
+        ("No secrets", "secret-guard")
+    );
+    let seen = seen.lock().expect("seen");
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[1]["kind"], "HOOK_KIND_PROCESS_OUTPUT_STEP");
+    assert_eq!(seen[1]["processOutputStep"]["processorId"], "secret-guard");
+}

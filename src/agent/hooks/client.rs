@@ -144,6 +144,7 @@ fn answer_field(answer: &pb::hook_answer::Answer) -> &'static str {
         A::OnDelegationStart(_) => "on_delegation_start",
         A::OnDelegationComplete(_) => "on_delegation_complete",
         A::MessageFilter(_) => "message_filter",
+        A::Processor(_) => "processor",
         A::Error(_) => "error",
     }
 }

@@ -15,6 +15,7 @@ use crate::agent::emit::Emitter;
 use crate::agent::error::RunFailure;
 use crate::agent::event::{Event, GeneratedFile, Source};
 use crate::agent::message::{self, Message, Part, Role, new_id, now_ms};
+use crate::agent::processors::{StreamOut, Tripwire};
 use crate::agent::state::{CallRecord, ResponseRecord, StepRecord};
 use crate::agent::structured::{self, Placement};
 use crate::agent::tools::ToolKind;
@@ -23,25 +24,51 @@ use crate::tasks::signal::TASK_LIST_GUIDANCE;
 use crate::telemetry;
 
 impl Runner {
-    /// What the model is sent for the next step.
-    pub(super) fn model_request(&self, overrides: &StepOverrides) -> ModelRequest {
+    /// What the model is sent for the next step; an input token limiter may trim it, or stop
+    /// the run when nothing fits.
+    pub(super) fn model_request(
+        &self,
+        overrides: &StepOverrides,
+    ) -> Result<ModelRequest, Tripwire> {
         let request = &self.state.request;
         let system = match &overrides.system {
             Some(system) => system.clone(),
             None => self.system_messages(),
         };
+        let dot: Message;
+        let trimmed = match &self.processors {
+            Some(chain) if chain.trims_prompt() => {
+                // The limiter trims the prompt as the provider gets it, the "." below included.
+                dot = opening_dot();
+                let mut prompt: Vec<&Message> = self.state.prompt_messages().collect();
+                if prompt.first().is_some_and(|m| m.role == Role::Assistant) {
+                    prompt.insert(0, &dot);
+                }
+                Some(chain.trim_prompt(&system, prompt)?)
+            }
+            _ => None,
+        };
         let mut messages: Vec<ChatMessage> = system.into_iter().map(ChatMessage::system).collect();
         let first_turn = messages.len();
-        for m in self.state.prompt_messages() {
-            m.push_chat(&mut messages);
-        }
-        // As the reference: a conversation must not open with the model's turn (a history
-        // window can start there), so a user message "." goes first.
-        if matches!(
-            messages.get(first_turn),
-            Some(ChatMessage::Assistant { .. })
-        ) {
-            messages.insert(first_turn, ChatMessage::user("."));
+        match trimmed {
+            Some(prompt) => {
+                for m in prompt {
+                    m.push_chat(&mut messages);
+                }
+            }
+            None => {
+                for m in self.state.prompt_messages() {
+                    m.push_chat(&mut messages);
+                }
+                // As the reference: a conversation must not open with the model's turn (a
+                // history window can start there), so a user message "." goes first.
+                if matches!(
+                    messages.get(first_turn),
+                    Some(ChatMessage::Assistant { .. })
+                ) {
+                    messages.insert(first_turn, ChatMessage::user("."));
+                }
+            }
         }
         let resuming_tools = !self.state.suspended_tools.is_empty();
         if resuming_tools {
@@ -85,7 +112,7 @@ impl Runner {
                 .collect();
             (tools, tool_choice)
         };
-        ModelRequest {
+        Ok(ModelRequest {
             model: overrides
                 .model
                 .as_ref()
@@ -105,14 +132,14 @@ impl Runner {
                 .unwrap_or_else(|| request.provider_options.clone()),
             extra_body: request.extra_body.clone(),
             include_raw: request.include_raw,
-        }
+        })
     }
 
     /// The run's system messages, in order: instructions, the task-list guidance (not again
     /// in a continuation), the request's extra system messages, then the memory ones (tagged
     /// `memory` in the reference, which puts tagged messages after the others) in the order of
     /// its memory processors: working memory, then semantic recall's message of other threads'
-    /// hits.
+    /// hits; last, the output processors' retry feedback (tagged too, and added later).
     pub(super) fn system_messages(&self) -> Vec<String> {
         let request = &self.state.request;
         let instructions = request
@@ -131,6 +158,7 @@ impl Runner {
             .chain(request.system.iter().cloned())
             .chain(self.state.working_memory.as_ref().map(|w| w.prompt.clone()))
             .chain(self.state.recalled_system.clone())
+            .chain(self.state.processor_feedback.iter().cloned())
             .collect()
     }
 
@@ -162,7 +190,9 @@ impl Runner {
             message_id: new_id(),
         })
         .await;
-        let request = self.model_request(&self.overrides);
+        let request = self
+            .model_request(&self.overrides)
+            .map_err(StepFail::Tripped)?;
         let (provider, model) = self.step_model();
         let span = telemetry::model_span(provider.name(), &model);
         if self.state.request.tracing.record_inputs {
@@ -195,6 +225,7 @@ impl Runner {
             }
             Err(StepFail::Failed(e)) => telemetry::record_error(&span, &e.to_string()),
             Err(StepFail::Aborted) => telemetry::record_error(&span, "aborted"),
+            Err(StepFail::Tripped(trip)) => telemetry::record_error(&span, &trip.reason),
         }
         result
     }
@@ -234,6 +265,17 @@ impl Runner {
                 Some(Err(e)) => return Err(model_failed(e)),
                 Some(Ok(event)) => event,
             };
+            // Text an output processor holds back goes out before anything else the model sends.
+            if !matches!(
+                event,
+                ModelEvent::TextDelta(_)
+                    | ModelEvent::ResponseMetadata { .. }
+                    | ModelEvent::Finish { .. }
+                    | ModelEvent::Warning(_)
+                    | ModelEvent::Raw(_)
+            ) {
+                self.flush_guard(em, blocks, &mut step).await?;
+            }
             match event {
                 ModelEvent::ResponseMetadata {
                     id,
@@ -249,9 +291,13 @@ impl Runner {
                     };
                 }
                 ModelEvent::TextDelta(text) => {
-                    let id = blocks.text(em).await;
-                    step.text.push_str(&text);
-                    em.emit(Event::TextDelta { id, text }).await;
+                    match &mut self.stream_guard {
+                        None => push_text(em, blocks, &mut step, text).await,
+                        Some(guard) => {
+                            let out = guard.delta(text).map_err(StepFail::Tripped)?;
+                            emit_guarded(em, blocks, &mut step, out).await;
+                        }
+                    }
                     if streams_object
                         && let Some(object) = structured::partial_json(&step.text)
                         && last_object.as_ref() != Some(&object)
@@ -330,10 +376,60 @@ impl Runner {
                 "the stream ended before the model finished".into(),
             )));
         }
+        self.flush_guard(em, blocks, &mut step).await?;
         if step.response.model.is_empty() {
             step.response.model.clone_from(&self.agent.model);
         }
         Ok(step)
+    }
+}
+
+impl Runner {
+    /// Emits the text the output processors held back (a redacting filter's tail).
+    async fn flush_guard(
+        &mut self,
+        em: &mut Emitter,
+        blocks: &mut Blocks,
+        step: &mut StepRecord,
+    ) -> Result<(), StepFail> {
+        let Some(guard) = &mut self.stream_guard else {
+            return Ok(());
+        };
+        let out = guard.flush().map_err(StepFail::Tripped)?;
+        emit_guarded(em, blocks, step, out).await;
+        Ok(())
+    }
+}
+
+/// The user message "." that opens a conversation starting with the model's turn.
+fn opening_dot() -> Message {
+    Message::new(
+        Role::User,
+        vec![Part::Text {
+            text: ".".to_owned(),
+        }],
+    )
+}
+
+/// A piece of the answer's text: into the step, and out to the client.
+async fn push_text(em: &mut Emitter, blocks: &mut Blocks, step: &mut StepRecord, text: String) {
+    let id = blocks.text(em).await;
+    step.text.push_str(&text);
+    em.emit(Event::TextDelta { id, text }).await;
+}
+
+/// What the output processors let out of the stream: their data chunks, then the text.
+async fn emit_guarded(
+    em: &mut Emitter,
+    blocks: &mut Blocks,
+    step: &mut StepRecord,
+    out: StreamOut,
+) {
+    for (kind, data) in out.data {
+        em.emit(Event::Data { kind, data }).await;
+    }
+    for text in out.texts {
+        push_text(em, blocks, step, text).await;
     }
 }
 

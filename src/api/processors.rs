@@ -1,0 +1,191 @@
+//! `processors` from the wire: each processor converted to its spec and checked as config is,
+//! every problem naming its field (`processors.input.processors.0.regex_filter.rules.1.pattern`).
+
+use super::check_text;
+use super::error::Violations;
+use crate::config::{
+    Limits, ProcessorOverrides, ProcessorSpec, RegexFilterSpec, RegexPhase, RegexRuleSpec,
+    RegexStrategy, TokenCountMode, TokenLimitStrategy, TokenLimiterSpec, TokenTrimMode,
+    UnicodeOptions, check_processors,
+};
+use crate::pb;
+use crate::pb::processor::Kind;
+
+/// Converts and checks a request's `processors`.
+pub(crate) fn processors(
+    v: &mut Violations,
+    p: &pb::Processors,
+    limits: &Limits,
+) -> ProcessorOverrides {
+    let mut list = |name: &str, l: &Option<pb::ProcessorList>| {
+        l.as_ref().map(|l| {
+            let key = format!("processors.{name}.processors");
+            let specs: Vec<ProcessorSpec> = l
+                .processors
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| processor(v, &format!("{key}.{i}"), p, limits))
+                .collect();
+            if specs.len() == l.processors.len()
+                && let Err((at, why)) = check_processors(&key, &specs)
+            {
+                v.add(wire_path(&at, &specs), why);
+            }
+            specs
+        })
+    };
+    let input = list("input", &p.input);
+    let output = list("output", &p.output);
+    ProcessorOverrides {
+        input,
+        output,
+        max_retries: p.max_retries,
+    }
+}
+
+/// The config checker's `key[i].field` path in the proto's `key.i.<kind>.field` form.
+fn wire_path(at: &str, specs: &[ProcessorSpec]) -> String {
+    let Some((key, rest)) = at.split_once('[') else {
+        return at.to_owned();
+    };
+    let Some((index, field)) = rest.split_once(']') else {
+        return at.to_owned();
+    };
+    let kind = index
+        .parse::<usize>()
+        .ok()
+        .and_then(|i| specs.get(i))
+        .map_or("", |spec| match spec {
+            ProcessorSpec::UnicodeNormalizer(_) => ".unicode_normalizer",
+            ProcessorSpec::RegexFilter(_) => ".regex_filter",
+            ProcessorSpec::TokenLimiter(_) => ".token_limiter",
+            ProcessorSpec::Hook { .. } => ".hook",
+        });
+    let field = field.replace('[', ".").replace(']', "");
+    format!("{key}.{index}{kind}{field}")
+}
+
+fn processor(
+    v: &mut Violations,
+    field: &str,
+    p: &pb::Processor,
+    limits: &Limits,
+) -> Option<ProcessorSpec> {
+    let Some(kind) = &p.kind else {
+        v.add(field, "name a processor kind");
+        return None;
+    };
+    Some(match kind {
+        Kind::UnicodeNormalizer(u) => {
+            let d = UnicodeOptions::default();
+            ProcessorSpec::UnicodeNormalizer(UnicodeOptions {
+                strip_control_chars: u.strip_control_chars.unwrap_or(d.strip_control_chars),
+                preserve_emojis: u.preserve_emojis.unwrap_or(d.preserve_emojis),
+                collapse_whitespace: u.collapse_whitespace.unwrap_or(d.collapse_whitespace),
+                trim: u.trim.unwrap_or(d.trim),
+            })
+        }
+        Kind::RegexFilter(r) => {
+            let strategy = match pb::RegexStrategy::try_from(r.strategy) {
+                Ok(pb::RegexStrategy::Redact) => RegexStrategy::Redact,
+                Ok(pb::RegexStrategy::Warn) => RegexStrategy::Warn,
+                Ok(_) => RegexStrategy::Block,
+                Err(_) => {
+                    v.add(format!("{field}.regex_filter.strategy"), "unknown strategy");
+                    RegexStrategy::Block
+                }
+            };
+            let phase = match pb::RegexPhase::try_from(r.phase) {
+                Ok(pb::RegexPhase::Input) => RegexPhase::Input,
+                Ok(pb::RegexPhase::Output) => RegexPhase::Output,
+                Ok(_) => RegexPhase::All,
+                Err(_) => {
+                    v.add(format!("{field}.regex_filter.phase"), "unknown phase");
+                    RegexPhase::All
+                }
+            };
+            for (j, rule) in r.rules.iter().enumerate() {
+                let at = format!("{field}.regex_filter.rules.{j}");
+                check_text(v, &format!("{at}.pattern"), &rule.pattern, limits);
+                if let Some(replacement) = &rule.replacement {
+                    check_text(v, &format!("{at}.replacement"), replacement, limits);
+                }
+            }
+            ProcessorSpec::RegexFilter(RegexFilterSpec {
+                rules: r
+                    .rules
+                    .iter()
+                    .map(|rule| RegexRuleSpec {
+                        name: rule.name.clone(),
+                        pattern: rule.pattern.clone(),
+                        replacement: rule.replacement.clone(),
+                    })
+                    .collect(),
+                presets: r.presets.clone(),
+                strategy,
+                phase,
+                stream_carryover_size: r.stream_carryover_size,
+            })
+        }
+        Kind::TokenLimiter(t) => {
+            let strategy = match pb::TokenLimitStrategy::try_from(t.strategy) {
+                Ok(pb::TokenLimitStrategy::Abort) => TokenLimitStrategy::Abort,
+                Ok(_) => TokenLimitStrategy::Truncate,
+                Err(_) => {
+                    v.add(
+                        format!("{field}.token_limiter.strategy"),
+                        "unknown strategy",
+                    );
+                    TokenLimitStrategy::Truncate
+                }
+            };
+            let count_mode = match pb::TokenCountMode::try_from(t.count_mode) {
+                Ok(pb::TokenCountMode::Part) => TokenCountMode::Part,
+                Ok(_) => TokenCountMode::Cumulative,
+                Err(_) => {
+                    v.add(
+                        format!("{field}.token_limiter.count_mode"),
+                        "unknown count mode",
+                    );
+                    TokenCountMode::Cumulative
+                }
+            };
+            let trim_mode = match pb::TokenTrimMode::try_from(t.trim_mode) {
+                Ok(pb::TokenTrimMode::Contiguous) => TokenTrimMode::Contiguous,
+                Ok(_) => TokenTrimMode::BestFit,
+                Err(_) => {
+                    v.add(
+                        format!("{field}.token_limiter.trim_mode"),
+                        "unknown trim mode",
+                    );
+                    TokenTrimMode::BestFit
+                }
+            };
+            ProcessorSpec::TokenLimiter(TokenLimiterSpec {
+                limit: t.limit,
+                strategy,
+                count_mode,
+                trim_mode,
+            })
+        }
+        Kind::Hook(h) => ProcessorSpec::Hook { id: h.id.clone() },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_paths_become_wire_paths() {
+        let specs = vec![ProcessorSpec::RegexFilter(RegexFilterSpec::default())];
+        assert_eq!(
+            wire_path("processors.input.processors[0].rules[1].pattern", &specs),
+            "processors.input.processors.0.regex_filter.rules.1.pattern"
+        );
+        assert_eq!(
+            wire_path("processors.input.processors[0].rules", &specs),
+            "processors.input.processors.0.regex_filter.rules"
+        );
+    }
+}
