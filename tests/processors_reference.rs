@@ -4,10 +4,12 @@
 
 use std::sync::Arc;
 
+use agentd::agent::Agents;
 use agentd::agent::message::{Message, Part, Role};
-use agentd::agent::processors::{Chain, Processor, Tripwire, tokens};
+use agentd::agent::processors::{Chain, Processor, StreamCtx, Tripwire, tokens};
 use agentd::config::{ProcessorSpec, RegexFilterSpec, RegexRuleSpec};
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 fn fixture() -> Value {
     let path = concat!(
@@ -288,12 +290,23 @@ fn regex_filter_result_matches_the_reference() {
 fn drive(chain: Chain, chunks: &[Value]) -> (Vec<Value>, Option<Tripwire>) {
     let chain = Arc::new(chain);
     let mut stream = chain.stream();
+    let agents = Agents::default();
+    let cancel = CancellationToken::new();
+    let ctx = StreamCtx {
+        agents: &agents,
+        cancel: &cancel,
+    };
     let mut out = Vec::new();
     for chunk in chunks {
-        let step = match chunk["type"].as_str() {
-            Some("text-delta") => stream.delta(chunk["text"].as_str().unwrap_or("").to_owned()),
-            _ => stream.flush(),
-        };
+        let step = futures::executor::block_on(async {
+            match chunk["type"].as_str() {
+                Some("text-delta") => {
+                    let text = chunk["text"].as_str().unwrap_or("").to_owned();
+                    stream.delta(text, &ctx).await
+                }
+                _ => stream.flush(&ctx).await,
+            }
+        });
         match step {
             Ok(step) => {
                 out.extend(

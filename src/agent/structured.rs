@@ -143,7 +143,8 @@ pub fn compile(schema: &Value) -> Result<jsonschema::Validator, String> {
     jsonschema::validator_for(schema).map_err(|e| format!("invalid JSON Schema: {e}"))
 }
 
-/// The JSON in a model's answer: the whole text, or the body of a ```json fence.
+/// The JSON in a model's answer: the whole text, the body of a ```json fence, or (as the
+/// reference) the last balanced `{…}` object in text that does not start as JSON.
 pub fn extract_json(text: &str) -> Option<Value> {
     let trimmed = text.trim();
     if let Ok(value) = serde_json::from_str(trimmed) {
@@ -152,8 +153,45 @@ pub fn extract_json(text: &str) -> Option<Value> {
     let fenced = trimmed
         .strip_prefix("```json")
         .or_else(|| trimmed.strip_prefix("```"))
-        .and_then(|rest| rest.strip_suffix("```"))?;
-    serde_json::from_str(fenced.trim()).ok()
+        .and_then(|rest| rest.strip_suffix("```"));
+    if let Some(body) = fenced {
+        return serde_json::from_str(body.trim()).ok();
+    }
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        return None;
+    }
+    serde_json::from_str(last_balanced_object(trimmed)?).ok()
+}
+
+/// The last top-level `{…}` of `text`, braces inside strings not counted.
+fn last_balanced_object(text: &str) -> Option<&str> {
+    let (mut depth, mut start, mut last) = (0usize, None, None);
+    let (mut in_string, mut escaped) = (false, false);
+    for (i, c) in text.char_indices() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match c {
+            '\\' => escaped = true,
+            '"' => in_string = !in_string,
+            _ if in_string => {}
+            '{' => {
+                if depth == 0 {
+                    start = Some(i);
+                }
+                depth += 1;
+            }
+            '}' if depth > 0 => {
+                depth -= 1;
+                if depth == 0 {
+                    last = start.map(|s| &text[s..=i]);
+                }
+            }
+            _ => {}
+        }
+    }
+    last
 }
 
 /// Longest text parsed for partial objects (beyond it only the final object is produced).
@@ -316,6 +354,12 @@ mod tests {
             resolve(&o, "```json\n{\"n\": 4}\n```", FinishReason::Stop),
             ObjectOutcome::Object(json!({"n": 4}))
         );
+        // As the reference: the last balanced object of text around it ("}" in strings kept).
+        assert_eq!(
+            extract_json("Here: {\"n\": 1} then {\"s\": \"a}b\", \"n\": 5}."),
+            Some(json!({"s": "a}b", "n": 5}))
+        );
+        assert_eq!(extract_json("{\"n\": 1} trailing"), None);
     }
 
     #[test]

@@ -77,6 +77,24 @@ pub fn validate_against_agent(
             ),
         ));
     }
+    for (list, specs) in [
+        ("input", &request.processors.input),
+        ("output", &request.processors.output),
+    ] {
+        for (i, spec) in specs.iter().flatten().enumerate() {
+            if let Some(model) = spec.detector_model()
+                && agents.model(model).is_none()
+            {
+                violations.push((
+                    format!(
+                        "processors.{list}.processors.{i}.{}.model",
+                        spec.field_name()
+                    ),
+                    format!("{model:?} names no configured provider"),
+                ));
+            }
+        }
+    }
     if violations.is_empty() {
         Ok(())
     } else {

@@ -4,9 +4,9 @@
 use super::check_text;
 use super::error::Violations;
 use crate::config::{
-    Limits, ProcessorOverrides, ProcessorSpec, RegexFilterSpec, RegexPhase, RegexRuleSpec,
-    RegexStrategy, TokenCountMode, TokenLimitStrategy, TokenLimiterSpec, TokenTrimMode,
-    UnicodeOptions, check_processors,
+    DetectorErrorStrategy, DetectorSpec, DetectorStrategy, Limits, ProcessorOverrides,
+    ProcessorSpec, RegexFilterSpec, RegexPhase, RegexRuleSpec, RegexStrategy, TokenCountMode,
+    TokenLimitStrategy, TokenLimiterSpec, TokenTrimMode, UnicodeOptions, check_processors,
 };
 use crate::pb;
 use crate::pb::processor::Kind;
@@ -55,12 +55,7 @@ fn wire_path(at: &str, specs: &[ProcessorSpec]) -> String {
         .parse::<usize>()
         .ok()
         .and_then(|i| specs.get(i))
-        .map_or("", |spec| match spec {
-            ProcessorSpec::UnicodeNormalizer(_) => ".unicode_normalizer",
-            ProcessorSpec::RegexFilter(_) => ".regex_filter",
-            ProcessorSpec::TokenLimiter(_) => ".token_limiter",
-            ProcessorSpec::Hook { .. } => ".hook",
-        });
+        .map_or(String::new(), |spec| format!(".{}", spec.field_name()));
     let field = field.replace('[', ".").replace(']', "");
     format!("{key}.{index}{kind}{field}")
 }
@@ -168,8 +163,54 @@ fn processor(
                 trim_mode,
             })
         }
+        Kind::Moderation(d) => {
+            ProcessorSpec::Moderation(detector(v, &format!("{field}.moderation"), d, limits))
+        }
+        Kind::PromptInjectionDetector(d) => ProcessorSpec::PromptInjectionDetector(detector(
+            v,
+            &format!("{field}.prompt_injection_detector"),
+            d,
+            limits,
+        )),
         Kind::Hook(h) => ProcessorSpec::Hook { id: h.id.clone() },
     })
+}
+
+fn detector(v: &mut Violations, field: &str, d: &pb::Detector, limits: &Limits) -> DetectorSpec {
+    let strategy = match pb::DetectorStrategy::try_from(d.strategy) {
+        Ok(pb::DetectorStrategy::Warn) => DetectorStrategy::Warn,
+        Ok(pb::DetectorStrategy::Filter) => DetectorStrategy::Filter,
+        Ok(pb::DetectorStrategy::Rewrite) => DetectorStrategy::Rewrite,
+        Ok(_) => DetectorStrategy::Block,
+        Err(_) => {
+            v.add(format!("{field}.strategy"), "unknown strategy");
+            DetectorStrategy::Block
+        }
+    };
+    let error_strategy = match pb::DetectorErrorStrategy::try_from(d.error_strategy) {
+        Ok(pb::DetectorErrorStrategy::Strict) => DetectorErrorStrategy::Strict,
+        Ok(_) => DetectorErrorStrategy::Warn,
+        Err(_) => {
+            v.add(format!("{field}.error_strategy"), "unknown error strategy");
+            DetectorErrorStrategy::Warn
+        }
+    };
+    if let Some(instructions) = &d.instructions {
+        check_text(v, &format!("{field}.instructions"), instructions, limits);
+    }
+    DetectorSpec {
+        model: d.model.clone(),
+        instructions: d.instructions.clone(),
+        threshold: d.threshold,
+        strategy,
+        include_scores: d.include_scores,
+        last_message_only: d.last_message_only,
+        error_strategy,
+        json_prompt_injection: d.json_prompt_injection,
+        categories: d.categories.clone(),
+        detection_types: d.detection_types.clone(),
+        chunk_window: d.chunk_window,
+    }
 }
 
 #[cfg(test)]

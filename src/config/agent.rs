@@ -318,6 +318,18 @@ pub(super) fn validate_agents(
         ] {
             super::processors::check_list(key, list)
                 .map_err(|(at, why)| invalid(&format!("agent {:?}: {at} {why}", a.id)))?;
+            for (i, spec) in list.iter().enumerate() {
+                let Some(model) = spec.detector_model() else {
+                    continue;
+                };
+                let provider = model.split_once('/').map(|(p, _)| p);
+                if !provider.is_some_and(|p| providers.contains(p)) {
+                    return Err(invalid(&format!(
+                        "agent {:?}: {key}[{i}].model {model:?} must be provider/model with a configured provider",
+                        a.id
+                    )));
+                }
+            }
         }
     }
     Ok(())
@@ -473,5 +485,25 @@ mod tests {
         let err =
             check("[[agents.input_processors]]\ntype = \"moderation-by-vibes\"\n").unwrap_err();
         assert!(err.contains("moderation-by-vibes"), "{err}");
+        let err =
+            check("[[agents.input_processors]]\ntype = \"moderation\"\nmodel = \"other/m\"\n")
+                .unwrap_err();
+        assert!(
+            err.contains("input_processors[0].model \"other/m\" must be provider/model with a configured provider"),
+            "{err}"
+        );
+        let err = check(
+            "[[agents.input_processors]]\ntype = \"moderation\"\nmodel = \"mock/m\"\nstrategy = \"rewrite\"\n",
+        )
+        .unwrap_err();
+        assert!(err.contains("input_processors[0].strategy"), "{err}");
+        let err = check(
+            "[[agents.input_processors]]\ntype = \"prompt-injection-detector\"\nmodel = \"mock/m\"\nthreshold = 2.0\n",
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("input_processors[0].threshold must be between 0 and 1"),
+            "{err}"
+        );
     }
 }

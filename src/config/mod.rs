@@ -33,9 +33,10 @@ pub use memory::{
     RecallSetting,
 };
 pub use processors::{
-    ProcessorOverrides, ProcessorSpec, REGEX_PRESETS, RegexFilterSpec, RegexPhase, RegexRuleSpec,
-    RegexStrategy, TokenCountMode, TokenLimitStrategy, TokenLimiterSpec, TokenTrimMode,
-    UnicodeOptions, check_list as check_processors,
+    DetectorErrorStrategy, DetectorSpec, DetectorStrategy, ProcessorOverrides, ProcessorSpec,
+    REGEX_PRESETS, RegexFilterSpec, RegexPhase, RegexRuleSpec, RegexStrategy, TokenCountMode,
+    TokenLimitStrategy, TokenLimiterSpec, TokenTrimMode, UnicodeOptions,
+    check_list as check_processors,
 };
 pub use tls::TlsConfig;
 pub use web::{PlaygroundConfig, WebConfig};

@@ -3,18 +3,25 @@
 //! the stages are pure here, and `run/processors.rs` is how the loop calls them (and the hook
 //! processors, which answer over the hook transport).
 
+mod detector;
+mod moderation;
+mod prompt_injection;
 mod regex_filter;
 mod token_limiter;
 pub mod tokens;
 mod unicode;
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
 
+use crate::agent::Agents;
 use crate::agent::message::Message;
 use crate::config::{ProcessorOverrides, ProcessorSpec, TokenLimiterSpec, UnicodeOptions};
+pub use detector::{Detector, DetectorKind};
 pub use regex_filter::RegexFilter;
 
 /// A processor stopped the run (or, with `retry`, asked the model to answer again).
@@ -41,6 +48,8 @@ pub enum Processor {
     Regex(RegexFilter),
     /// `token-limiter`.
     TokenLimiter(TokenLimiterSpec),
+    /// A detector that asks a model (`moderation`, `prompt-injection-detector`).
+    Detector(Detector),
     /// A custom processor answered through hooks, by id.
     Hook(String),
 }
@@ -52,8 +61,24 @@ impl Processor {
             ProcessorSpec::UnicodeNormalizer(options) => Self::Unicode(options.clone()),
             ProcessorSpec::RegexFilter(filter) => Self::Regex(RegexFilter::build(filter)?),
             ProcessorSpec::TokenLimiter(limiter) => Self::TokenLimiter(limiter.clone()),
+            ProcessorSpec::Moderation(spec) => Self::Detector(Detector {
+                kind: DetectorKind::Moderation,
+                spec: spec.clone(),
+            }),
+            ProcessorSpec::PromptInjectionDetector(spec) => Self::Detector(Detector {
+                kind: DetectorKind::PromptInjection,
+                spec: spec.clone(),
+            }),
             ProcessorSpec::Hook { id } => Self::Hook(id.clone()),
         })
+    }
+
+    /// The detector, for one that asks a model (its stages are async).
+    pub fn detector(&self) -> Option<&Detector> {
+        match self {
+            Self::Detector(d) => Some(d),
+            _ => None,
+        }
     }
 
     /// The custom processor's id, for a hook processor.
@@ -73,7 +98,7 @@ impl Processor {
                 Ok(())
             }
             Self::Regex(filter) => filter.input(messages),
-            Self::TokenLimiter(_) | Self::Hook(_) => Ok(()),
+            Self::TokenLimiter(_) | Self::Detector(_) | Self::Hook(_) => Ok(()),
         }
     }
 
@@ -82,7 +107,7 @@ impl Processor {
         match self {
             Self::Regex(filter) => filter.result(messages),
             Self::TokenLimiter(limiter) => token_limiter::result(limiter, messages),
-            Self::Unicode(_) | Self::Hook(_) => Ok(()),
+            Self::Unicode(_) | Self::Detector(_) | Self::Hook(_) => Ok(()),
         }
     }
 }
@@ -148,9 +173,11 @@ impl Chain {
 
     /// Whether some output processor looks at the stream.
     pub fn watches_stream(&self) -> bool {
-        self.output
-            .iter()
-            .any(|p| matches!(p, Processor::Regex(_) | Processor::TokenLimiter(_)))
+        self.output.iter().any(|p| match p {
+            Processor::Regex(_) | Processor::TokenLimiter(_) => true,
+            Processor::Detector(d) => d.on_stream(),
+            Processor::Unicode(_) | Processor::Hook(_) => false,
+        })
     }
 
     /// Whether some input processor trims each model call's prompt.
@@ -200,6 +227,16 @@ struct StreamState {
     tokens: f64,
     /// Token limiter: the limit was reported.
     notified: bool,
+    /// Moderation: the latest stream parts (text deltas, `None` for other chunks).
+    window: VecDeque<Option<String>>,
+}
+
+/// What the stream stage needs to ask detector models.
+pub struct StreamCtx<'a> {
+    /// Resolves detector models.
+    pub agents: &'a Agents,
+    /// The run's cancellation.
+    pub cancel: &'a CancellationToken,
 }
 
 /// What the stream stage lets out for one chunk.
@@ -220,32 +257,55 @@ pub struct OutputStream {
 
 impl OutputStream {
     /// A text delta through every output processor in turn.
-    pub fn delta(&mut self, text: String) -> Result<StreamOut, Tripwire> {
+    pub async fn delta(
+        &mut self,
+        text: String,
+        ctx: &StreamCtx<'_>,
+    ) -> Result<StreamOut, Tripwire> {
         let mut out = StreamOut::default();
-        self.pass(0, text, &mut out)?;
+        self.pass(0, text, &mut out, ctx).await?;
         Ok(out)
     }
 
     /// A chunk other than a text delta is next: held-back text goes out first.
-    pub fn flush(&mut self) -> Result<StreamOut, Tripwire> {
+    pub async fn flush(&mut self, ctx: &StreamCtx<'_>) -> Result<StreamOut, Tripwire> {
         let mut out = StreamOut::default();
         for i in 0..self.states.len() {
             let held = match &self.chain.output[i] {
                 Processor::Regex(filter) => filter.flush(&mut self.states[i].carry),
+                Processor::Detector(d) if d.on_stream() => {
+                    remember(&mut self.states[i].window, d.spec.chunk_window, None);
+                    None
+                }
                 _ => None,
             };
             if let Some(text) = held {
-                self.pass(i + 1, text, &mut out)?;
+                self.pass(i + 1, text, &mut out, ctx).await?;
             }
         }
         Ok(out)
     }
 
     /// `text` through the processors from `from` on.
-    fn pass(&mut self, from: usize, text: String, out: &mut StreamOut) -> Result<(), Tripwire> {
+    async fn pass(
+        &mut self,
+        from: usize,
+        text: String,
+        out: &mut StreamOut,
+        ctx: &StreamCtx<'_>,
+    ) -> Result<(), Tripwire> {
         let mut text = text;
         for i in from..self.states.len() {
             let next = match &self.chain.output[i] {
+                Processor::Detector(d) if d.on_stream() => {
+                    let state = &mut self.states[i];
+                    let size = d.spec.chunk_window;
+                    remember(&mut state.window, size, Some(text.clone()));
+                    let window = window_text(&state.window, size);
+                    d.delta(ctx.agents, &window, ctx.cancel)
+                        .await?
+                        .then_some(text)
+                }
                 // An empty delta passes as it is, as the reference's.
                 Processor::Regex(filter) if filter.redacts_stream() && !text.is_empty() => {
                     filter.redact_delta(&mut self.states[i].carry, &text)
@@ -258,7 +318,7 @@ impl OutputStream {
                     let state = &mut self.states[i];
                     token_limiter::stream(limiter, state, text, out)?
                 }
-                Processor::Unicode(_) | Processor::Hook(_) => Some(text),
+                Processor::Unicode(_) | Processor::Detector(_) | Processor::Hook(_) => Some(text),
             };
             match next {
                 Some(t) => text = t,
@@ -268,4 +328,21 @@ impl OutputStream {
         out.texts.push(text);
         Ok(())
     }
+}
+
+/// Keeps the latest stream parts a moderation window needs.
+fn remember(window: &mut VecDeque<Option<String>>, size: u32, part: Option<String>) {
+    window.push_back(part);
+    while window.len() > (size as usize).max(1) {
+        window.pop_front();
+    }
+}
+
+/// The text a moderation window judges: the current delta alone (size 0), else the text
+/// deltas among the last `size` stream parts.
+fn window_text(window: &VecDeque<Option<String>>, size: u32) -> String {
+    if size == 0 {
+        return window.back().cloned().flatten().unwrap_or_default();
+    }
+    window.iter().flatten().map(String::as_str).collect()
 }

@@ -15,7 +15,7 @@ use crate::agent::emit::Emitter;
 use crate::agent::error::RunFailure;
 use crate::agent::event::{Event, GeneratedFile, Source};
 use crate::agent::message::{self, Message, Part, Role, new_id, now_ms};
-use crate::agent::processors::{StreamOut, Tripwire};
+use crate::agent::processors::{StreamCtx, StreamOut, Tripwire};
 use crate::agent::state::{CallRecord, ResponseRecord, StepRecord};
 use crate::agent::structured::{self, Placement};
 use crate::agent::tools::ToolKind;
@@ -294,7 +294,11 @@ impl Runner {
                     match &mut self.stream_guard {
                         None => push_text(em, blocks, &mut step, text).await,
                         Some(guard) => {
-                            let out = guard.delta(text).map_err(StepFail::Tripped)?;
+                            let ctx = StreamCtx {
+                                agents: &self.agents,
+                                cancel: &self.cancel,
+                            };
+                            let out = guard.delta(text, &ctx).await.map_err(StepFail::Tripped)?;
                             emit_guarded(em, blocks, &mut step, out).await;
                         }
                     }
@@ -395,7 +399,11 @@ impl Runner {
         let Some(guard) = &mut self.stream_guard else {
             return Ok(());
         };
-        let out = guard.flush().map_err(StepFail::Tripped)?;
+        let ctx = StreamCtx {
+            agents: &self.agents,
+            cancel: &self.cancel,
+        };
+        let out = guard.flush(&ctx).await.map_err(StepFail::Tripped)?;
         emit_guarded(em, blocks, step, out).await;
         Ok(())
     }

@@ -71,9 +71,15 @@ impl Runner {
             .cloned()
             .collect();
         for processor in &chain.input {
-            match processor.hook_id() {
-                Some(id) => self.input_hook(id, &mut messages).await?,
-                None => processor.input(&mut messages).map_err(Halt::Tripped)?,
+            if let Some(id) = processor.hook_id() {
+                self.input_hook(id, &mut messages).await?;
+            } else if let Some(detector) = processor.detector() {
+                detector
+                    .messages(&self.agents, &mut messages, &self.cancel)
+                    .await
+                    .map_err(Halt::Tripped)?;
+            } else {
+                processor.input(&mut messages).map_err(Halt::Tripped)?;
             }
         }
         self.place_input(messages);
@@ -189,9 +195,15 @@ impl Runner {
         }
         let mut response = self.state.response.clone();
         for processor in &chain.output {
-            match processor.hook_id() {
-                Some(id) => self.result_hook(id, &mut response).await?,
-                None => processor.result(&mut response).map_err(Halt::Tripped)?,
+            if let Some(id) = processor.hook_id() {
+                self.result_hook(id, &mut response).await?;
+            } else if let Some(detector) = processor.detector().filter(|d| d.on_result()) {
+                detector
+                    .messages(&self.agents, &mut response, &self.cancel)
+                    .await
+                    .map_err(Halt::Tripped)?;
+            } else {
+                processor.result(&mut response).map_err(Halt::Tripped)?;
             }
         }
         if response != self.state.response {
