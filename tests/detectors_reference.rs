@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use agentd::agent::Agents;
 use agentd::agent::message::{Message, Part, Role};
-use agentd::agent::processors::{Chain, Processor, StreamCtx, Tripwire};
+use agentd::agent::processors::{Chain, Processor, Stage, StreamCtx, Tripwire};
 use agentd::config::{Config, ProcessorSpec};
 use agentd::model::{MockOpenAi, MockReply};
 use serde_json::{Value, json};
@@ -64,9 +64,11 @@ impl Bench {
         self.mock.requests()[from..]
             .iter()
             .map(|r| {
+                // A blank prompt sends no user message at all.
                 let last = r["messages"]
                     .as_array()
                     .and_then(|m| m.last())
+                    .filter(|m| m["role"] == "user")
                     .cloned()
                     .unwrap_or(Value::Null);
                 match &last["content"] {
@@ -85,6 +87,11 @@ impl Bench {
 
 /// The processor from recorded options (camelCase names) with the detector model.
 fn processor(kind: &str, options: &Value) -> Processor {
+    Processor::build(&spec(kind, options)).expect("builds")
+}
+
+/// The spec from recorded options.
+fn spec(kind: &str, options: &Value) -> ProcessorSpec {
     let mut o = serde_json::Map::new();
     o.insert("type".into(), json!(kind));
     o.insert("model".into(), json!("mock/detector"));
@@ -99,13 +106,21 @@ fn processor(kind: &str, options: &Value) -> Processor {
                 }
             })
             .collect();
-        // Callbacks and provider options are the reference's JavaScript-only knobs.
-        if matches!(snake.as_str(), "on_detection" | "provider_options") {
+        // Callbacks and provider options are the reference's JavaScript-only knobs;
+        // `preserveOriginal` only shapes the message metadata agentd does not keep.
+        if matches!(
+            snake.as_str(),
+            "on_detection" | "provider_options" | "preserve_original"
+        ) {
             continue;
         }
         // `structuredOutputOptions.jsonPromptInjection` is agentd's `json_prompt_injection`.
+        // (The language detector has no such option: the reference ignores it there.)
         if snake == "structured_output_options" {
-            if let Some(inject) = value.get("jsonPromptInjection") {
+            if let Some(inject) = value
+                .get("jsonPromptInjection")
+                .filter(|_| kind != "language-detector")
+            {
                 o.insert("json_prompt_injection".into(), inject.clone());
             }
             continue;
@@ -117,9 +132,7 @@ fn processor(kind: &str, options: &Value) -> Processor {
         }
         o.insert(snake, value.clone());
     }
-    let spec: ProcessorSpec =
-        serde_json::from_value(Value::Object(o)).expect("recorded options are processor options");
-    Processor::build(&spec).expect("builds")
+    serde_json::from_value(Value::Object(o)).expect("recorded options are processor options")
 }
 
 /// A recorded message (`parts` strings are text parts; a bare `content` string is one).
@@ -174,13 +187,24 @@ fn check_tripwire(got: &Tripwire, want: &Value, label: &str) {
     );
 }
 
+/// What the detector was asked in a recorded case (no user message: an empty prompt).
+fn recorded_calls(case: &Value) -> Vec<String> {
+    case["detectorCalls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| c["user"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
 /// Runs the message cases of one section (`processInput`, `processOutputResult`, …).
-async fn message_cases(b: &Bench, kind: &str, cases: &[Value]) -> usize {
+async fn message_cases(b: &Bench, kind: &str, stage: Stage, cases: &[Value]) -> usize {
     let mut ran = 0;
     for case in cases {
         let label = case["name"].as_str().unwrap_or("").to_owned();
-        // A message without parts is a JavaScript type error, not something agentd can get.
-        if label == "malformed message" {
+        // A message without parts is a JavaScript type error, and one whose text is only in
+        // `content.content` has no equivalent: agentd messages are their parts.
+        if label == "malformed message" || label.contains("only content.content") {
             continue;
         }
         let p = processor(kind, &case["options"]);
@@ -195,17 +219,11 @@ async fn message_cases(b: &Bench, kind: &str, cases: &[Value]) -> usize {
         let before = b.mock.requests().len();
         let mut messages = input.clone();
         let outcome = detector
-            .messages(&b.agents, &mut messages, &CancellationToken::new())
+            .messages(stage, &b.agents, &mut messages, &CancellationToken::new())
             .await;
-        let want_calls: Vec<String> = case["detectorCalls"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|c| c["user"].as_str().map(str::to_owned))
-            .collect();
         assert_eq!(
             b.asked(before),
-            want_calls,
+            recorded_calls(case),
             "{label}: what the detector was asked"
         );
         let result = &case["result"];
@@ -231,38 +249,67 @@ async fn message_cases(b: &Bench, kind: &str, cases: &[Value]) -> usize {
     ran
 }
 
-#[tokio::test]
-async fn moderation_judges_messages_as_the_reference() {
+/// Replays the recorded sections of detector `name` (processor type `kind`), each at its
+/// stage; returns how many cases ran.
+async fn replay(name: &str, kind: &str, sections: &[(&str, Stage)]) -> usize {
     let f = fixture();
-    let d = &f["detectors"]["ModerationProcessor"];
     let b = bench().await;
     let mut ran = 0;
-    for section in [
-        "processInput",
-        "processOutputResult",
-        "errors",
-        "errorsOutputResult",
-    ] {
-        ran += message_cases(&b, "moderation", d[section].as_array().expect(section)).await;
+    for (section, stage) in sections {
+        let cases = f["detectors"][name][section].as_array().expect(section);
+        ran += message_cases(&b, kind, *stage, cases).await;
     }
+    ran
+}
+
+#[tokio::test]
+async fn moderation_judges_messages_as_the_reference() {
+    let sections = [
+        ("processInput", Stage::Input),
+        ("processOutputResult", Stage::Result),
+        ("errors", Stage::Input),
+        ("errorsOutputResult", Stage::Result),
+    ];
+    let ran = replay("ModerationProcessor", "moderation", &sections).await;
     assert!(ran >= 35, "{ran}");
 }
 
 #[tokio::test]
 async fn prompt_injection_judges_messages_as_the_reference() {
-    let f = fixture();
-    let d = &f["detectors"]["PromptInjectionDetector"];
-    let b = bench().await;
-    let mut ran = 0;
-    for section in ["processInput", "errors", "errorsRewrite"] {
-        ran += message_cases(
-            &b,
-            "prompt-injection-detector",
-            d[section].as_array().expect(section),
-        )
-        .await;
-    }
+    let sections = [
+        ("processInput", Stage::Input),
+        ("errors", Stage::Input),
+        ("errorsRewrite", Stage::Input),
+    ];
+    let ran = replay(
+        "PromptInjectionDetector",
+        "prompt-injection-detector",
+        &sections,
+    )
+    .await;
     assert!(ran >= 30, "{ran}");
+}
+
+#[tokio::test]
+async fn language_detection_judges_messages_as_the_reference() {
+    let sections = [
+        ("processInput", Stage::Input),
+        ("errors", Stage::Input),
+        ("errorsTranslate", Stage::Input),
+    ];
+    let ran = replay("LanguageDetector", "language-detector", &sections).await;
+    assert!(ran >= 35, "{ran}");
+}
+
+#[tokio::test]
+async fn the_system_prompt_scrubber_judges_responses_as_the_reference() {
+    let sections = [
+        ("processOutputResult", Stage::Result),
+        ("errors", Stage::Result),
+        ("errorsBlock", Stage::Result),
+    ];
+    let ran = replay("SystemPromptScrubber", "system-prompt-scrubber", &sections).await;
+    assert!(ran >= 25, "{ran}");
 }
 
 #[tokio::test]
@@ -273,22 +320,26 @@ async fn detector_calls_carry_the_reference_prompt_and_schema() {
     for (name, kind) in [
         ("ModerationProcessor", "moderation"),
         ("PromptInjectionDetector", "prompt-injection-detector"),
+        ("LanguageDetector", "language-detector"),
+        ("SystemPromptScrubber", "system-prompt-scrubber"),
     ] {
         for case in f["detectors"][name]["calls"].as_array().expect("calls") {
             let label = format!("{name}: {}", case["name"]);
-            if case["hook"] != "processInput" {
-                continue;
-            }
+            let (stage, role) = match case["hook"].as_str() {
+                Some("processInput") => (Stage::Input, "user"),
+                Some("processOutputResult") => (Stage::Result, "assistant"),
+                _ => continue,
+            };
             let p = processor(kind, &case["options"]);
             b.script(std::slice::from_ref(&case["answer"]));
             let before = b.mock.requests().len();
             let mut messages = vec![message(&json!({
-                "id": "m1", "role": "user", "parts": [case["text"].clone()]
+                "id": "m1", "role": role, "parts": [case["text"].clone()]
             }))];
             let outcome = p
                 .detector()
                 .expect("a detector")
-                .messages(&b.agents, &mut messages, &CancellationToken::new())
+                .messages(stage, &b.agents, &mut messages, &CancellationToken::new())
                 .await;
             assert!(outcome.is_ok(), "{label}");
             let sent = &b.mock.requests()[before];
@@ -334,7 +385,8 @@ async fn detector_calls_carry_the_reference_prompt_and_schema() {
                 })
                 .collect();
             assert_eq!(roles, want_roles, "{label}");
-            assert_eq!(sent["temperature"], json!(0.0), "{label}");
+            let temperature = want.get("temperature").map(|t| json!(t.as_f64()));
+            assert_eq!(sent.get("temperature").cloned(), temperature, "{label}");
             match want.get("responseFormat") {
                 Some(format) => {
                     // A schema recorded once is referenced by the case that sent it first.
@@ -352,7 +404,7 @@ async fn detector_calls_carry_the_reference_prompt_and_schema() {
             ran += 1;
         }
     }
-    assert!(ran >= 6, "{ran}");
+    assert!(ran >= 15, "{ran}");
 }
 
 /// The schema the recorded case `name` sent.
@@ -367,18 +419,24 @@ fn cases_schema(calls: &Value, name: &str) -> Value {
 }
 
 #[tokio::test]
-async fn moderation_judges_a_stream_as_the_reference() {
+async fn detectors_judge_a_stream_as_the_reference() {
     let f = fixture();
     let b = bench().await;
-    let cases = f["detectors"]["ModerationProcessor"]["processOutputStream"]
-        .as_array()
-        .expect("cases");
+    for (name, kind) in [
+        ("ModerationProcessor", "moderation"),
+        ("SystemPromptScrubber", "system-prompt-scrubber"),
+    ] {
+        let cases = f["detectors"][name]["processOutputStream"]
+            .as_array()
+            .expect("cases");
+        stream_cases(&b, kind, cases).await;
+    }
+}
+
+async fn stream_cases(b: &Bench, kind: &str, cases: &[Value]) {
     for case in cases {
-        let label = case["name"].as_str().unwrap_or("").to_owned();
-        let spec = match processor("moderation", &case["options"]) {
-            Processor::Detector(d) => ProcessorSpec::Moderation(d.spec),
-            _ => unreachable!("a detector"),
-        };
+        let label = format!("{kind}: {}", case["name"]);
+        let spec = spec(kind, &case["options"]);
         let chain = Arc::new(Chain::build(&[], &[spec], None).expect("chain"));
         let mut stream = chain.stream();
         b.script(case["answers"].as_array().map_or(&[][..], Vec::as_slice));
@@ -425,12 +483,6 @@ async fn moderation_judges_a_stream_as_the_reference() {
             })
             .collect();
         assert_eq!(emitted, want, "{label}");
-        let want_calls: Vec<String> = case["detectorCalls"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|c| c["user"].as_str().map(str::to_owned))
-            .collect();
-        assert_eq!(b.asked(before), want_calls, "{label}");
+        assert_eq!(b.asked(before), recorded_calls(case), "{label}");
     }
 }

@@ -4,9 +4,10 @@
 use super::check_text;
 use super::error::Violations;
 use crate::config::{
-    DetectorErrorStrategy, DetectorSpec, DetectorStrategy, Limits, ProcessorOverrides,
-    ProcessorSpec, RegexFilterSpec, RegexPhase, RegexRuleSpec, RegexStrategy, TokenCountMode,
-    TokenLimitStrategy, TokenLimiterSpec, TokenTrimMode, UnicodeOptions, check_processors,
+    DetectorErrorStrategy, DetectorSpec, DetectorStrategy, LanguageSpec, LanguageStrategy, Limits,
+    ProcessorOverrides, ProcessorSpec, RegexFilterSpec, RegexPhase, RegexRuleSpec, RegexStrategy,
+    ScrubRedaction, ScrubStrategy, ScrubberSpec, TokenCountMode, TokenLimitStrategy,
+    TokenLimiterSpec, TokenTrimMode, UnicodeOptions, check_processors,
 };
 use crate::pb;
 use crate::pb::processor::Kind;
@@ -172,8 +173,89 @@ fn processor(
             d,
             limits,
         )),
+        Kind::LanguageDetector(l) => {
+            let at = format!("{field}.language_detector");
+            let strategy = match pb::LanguageStrategy::try_from(l.strategy) {
+                Ok(pb::LanguageStrategy::Translate) => LanguageStrategy::Translate,
+                Ok(pb::LanguageStrategy::Block) => LanguageStrategy::Block,
+                Ok(pb::LanguageStrategy::Warn) => LanguageStrategy::Warn,
+                Ok(_) => LanguageStrategy::Detect,
+                Err(_) => {
+                    v.add(format!("{at}.strategy"), "unknown strategy");
+                    LanguageStrategy::Detect
+                }
+            };
+            ProcessorSpec::LanguageDetector(LanguageSpec {
+                model: l.model.clone(),
+                instructions: checked_text(v, &at, l.instructions.as_ref(), limits),
+                threshold: l.threshold,
+                target_languages: l.target_languages.clone(),
+                strategy,
+                min_text_length: l.min_text_length,
+                include_detection_details: l.include_detection_details,
+                last_message_only: l.last_message_only,
+                error_strategy: error_strategy(v, &at, l.error_strategy),
+            })
+        }
+        Kind::SystemPromptScrubber(s) => {
+            let at = format!("{field}.system_prompt_scrubber");
+            let strategy = match pb::ScrubStrategy::try_from(s.strategy) {
+                Ok(pb::ScrubStrategy::Block) => ScrubStrategy::Block,
+                Ok(pb::ScrubStrategy::Warn) => ScrubStrategy::Warn,
+                Ok(pb::ScrubStrategy::Filter) => ScrubStrategy::Filter,
+                Ok(_) => ScrubStrategy::Redact,
+                Err(_) => {
+                    v.add(format!("{at}.strategy"), "unknown strategy");
+                    ScrubStrategy::Redact
+                }
+            };
+            let redaction_method = match pb::ScrubRedaction::try_from(s.redaction_method) {
+                Ok(pb::ScrubRedaction::Placeholder) => ScrubRedaction::Placeholder,
+                Ok(pb::ScrubRedaction::Remove) => ScrubRedaction::Remove,
+                Ok(_) => ScrubRedaction::Mask,
+                Err(_) => {
+                    v.add(format!("{at}.redaction_method"), "unknown redaction method");
+                    ScrubRedaction::Mask
+                }
+            };
+            ProcessorSpec::SystemPromptScrubber(ScrubberSpec {
+                model: s.model.clone(),
+                instructions: checked_text(v, &at, s.instructions.as_ref(), limits),
+                strategy,
+                redaction_method,
+                placeholder_text: s.placeholder_text.clone(),
+                custom_patterns: s.custom_patterns.clone(),
+                include_detections: s.include_detections,
+                last_message_only: s.last_message_only,
+                error_strategy: error_strategy(v, &at, s.error_strategy),
+                json_prompt_injection: s.json_prompt_injection,
+            })
+        }
         Kind::Hook(h) => ProcessorSpec::Hook { id: h.id.clone() },
     })
+}
+
+/// A detector's `instructions`, checked for length.
+fn checked_text(
+    v: &mut Violations,
+    at: &str,
+    text: Option<&String>,
+    limits: &Limits,
+) -> Option<String> {
+    let text = text?;
+    check_text(v, &format!("{at}.instructions"), text, limits);
+    Some(text.clone())
+}
+
+fn error_strategy(v: &mut Violations, at: &str, value: i32) -> DetectorErrorStrategy {
+    match pb::DetectorErrorStrategy::try_from(value) {
+        Ok(pb::DetectorErrorStrategy::Strict) => DetectorErrorStrategy::Strict,
+        Ok(_) => DetectorErrorStrategy::Warn,
+        Err(_) => {
+            v.add(format!("{at}.error_strategy"), "unknown error strategy");
+            DetectorErrorStrategy::Warn
+        }
+    }
 }
 
 fn detector(v: &mut Violations, field: &str, d: &pb::Detector, limits: &Limits) -> DetectorSpec {
@@ -187,20 +269,10 @@ fn detector(v: &mut Violations, field: &str, d: &pb::Detector, limits: &Limits) 
             DetectorStrategy::Block
         }
     };
-    let error_strategy = match pb::DetectorErrorStrategy::try_from(d.error_strategy) {
-        Ok(pb::DetectorErrorStrategy::Strict) => DetectorErrorStrategy::Strict,
-        Ok(_) => DetectorErrorStrategy::Warn,
-        Err(_) => {
-            v.add(format!("{field}.error_strategy"), "unknown error strategy");
-            DetectorErrorStrategy::Warn
-        }
-    };
-    if let Some(instructions) = &d.instructions {
-        check_text(v, &format!("{field}.instructions"), instructions, limits);
-    }
+    let error_strategy = error_strategy(v, field, d.error_strategy);
     DetectorSpec {
         model: d.model.clone(),
-        instructions: d.instructions.clone(),
+        instructions: checked_text(v, field, d.instructions.as_ref(), limits),
         threshold: d.threshold,
         strategy,
         include_scores: d.include_scores,

@@ -14,6 +14,7 @@ use crate::store::redis::RedisTarget;
 
 mod agent;
 mod auth;
+mod detectors;
 mod mcp;
 mod memory;
 mod processors;
@@ -27,16 +28,19 @@ pub use agent::{
 };
 pub(crate) use auth::parse_digest;
 pub use auth::{ASYMMETRIC_ALGORITHMS, AuthConfig, JwtConfig, TenantConfig};
+pub use detectors::{
+    DetectorErrorStrategy, DetectorSpec, DetectorStrategy, LanguageSpec, LanguageStrategy,
+    ScrubRedaction, ScrubStrategy, ScrubberSpec,
+};
 pub use mcp::{McpServerConfig, McpTransportKind, McpUse, mcp_tool_name};
 pub use memory::{
     AgentMemoryConfig, MAX_MESSAGE_RANGE, MAX_TOP_K, MessageRange, RecallOptions, RecallScope,
     RecallSetting,
 };
 pub use processors::{
-    DetectorErrorStrategy, DetectorSpec, DetectorStrategy, ProcessorOverrides, ProcessorSpec,
-    REGEX_PRESETS, RegexFilterSpec, RegexPhase, RegexRuleSpec, RegexStrategy, TokenCountMode,
-    TokenLimitStrategy, TokenLimiterSpec, TokenTrimMode, UnicodeOptions,
-    check_list as check_processors,
+    ProcessorOverrides, ProcessorSpec, REGEX_PRESETS, RegexFilterSpec, RegexPhase, RegexRuleSpec,
+    RegexStrategy, TokenCountMode, TokenLimitStrategy, TokenLimiterSpec, TokenTrimMode,
+    UnicodeOptions, check_list as check_processors,
 };
 pub use tls::TlsConfig;
 pub use web::{PlaygroundConfig, WebConfig};

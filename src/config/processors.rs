@@ -4,6 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::detectors::{
+    DetectorSpec, LanguageSpec, ScrubberSpec, check_detector, check_language, check_model,
+};
+
 /// One processor: a built-in one with its options, or a custom one answered through hooks.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
@@ -18,6 +22,10 @@ pub enum ProcessorSpec {
     Moderation(DetectorSpec),
     /// `prompt-injection-detector`: a detector model scores the input for attacks.
     PromptInjectionDetector(DetectorSpec),
+    /// `language-detector`: a detector model names the input's language, and may translate it.
+    LanguageDetector(LanguageSpec),
+    /// `system-prompt-scrubber`: a detector model finds system-prompt leaks in the output.
+    SystemPromptScrubber(ScrubberSpec),
     /// A custom processor answered by the run's `process_*` hooks.
     Hook {
         /// Its id, sent with each call and reported in tripwires.
@@ -34,6 +42,8 @@ impl ProcessorSpec {
             Self::TokenLimiter(_) => "token-limiter",
             Self::Moderation(_) => "moderation",
             Self::PromptInjectionDetector(_) => "prompt-injection-detector",
+            Self::LanguageDetector(_) => "language-detector",
+            Self::SystemPromptScrubber(_) => "system-prompt-scrubber",
             Self::Hook { id } => id,
         }
     }
@@ -175,70 +185,6 @@ pub struct TokenLimiterSpec {
     pub trim_mode: TokenTrimMode,
 }
 
-/// What a failed detector model call does.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DetectorErrorStrategy {
-    /// Log it and let the content through.
-    #[default]
-    Warn,
-    /// Stop the run with a tripwire.
-    Strict,
-}
-
-/// What a detector does with flagged content.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DetectorStrategy {
-    /// The run ends with a tripwire.
-    #[default]
-    Block,
-    /// The content passes; the finding is logged.
-    Warn,
-    /// The flagged message (or streamed delta) is dropped.
-    Filter,
-    /// The message is replaced by the detector's neutralized rewrite (prompt injection only).
-    Rewrite,
-}
-
-/// Options of the detectors that ask a model (`moderation`, `prompt-injection-detector`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DetectorSpec {
-    /// The detector model, `provider/model` of a configured provider.
-    pub model: String,
-    /// Replaces the detector's default instructions.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instructions: Option<String>,
-    /// Scores at or above it flag content (moderation 0.5, prompt injection 0.7).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub threshold: Option<f64>,
-    /// What flagged content does.
-    #[serde(default)]
-    pub strategy: DetectorStrategy,
-    /// Scores are added to the abort reason.
-    #[serde(default)]
-    pub include_scores: bool,
-    /// Only the last message is checked.
-    #[serde(default)]
-    pub last_message_only: bool,
-    /// What a failed detector call does.
-    #[serde(default)]
-    pub error_strategy: DetectorErrorStrategy,
-    /// The schema goes into the detector's prompt instead of the provider's `response_format`.
-    #[serde(default)]
-    pub json_prompt_injection: bool,
-    /// Moderation: the categories scored (default: the reference's eleven).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub categories: Vec<String>,
-    /// Prompt injection: the attack types scored (default: the reference's six).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub detection_types: Vec<String>,
-    /// Moderation of a stream: earlier deltas judged with the current one (0: it alone).
-    #[serde(default)]
-    pub chunk_window: u32,
-}
-
 /// A run's processors as its request sets them; each `Some` replaces the agent's.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProcessorOverrides {
@@ -269,6 +215,8 @@ impl ProcessorSpec {
             Self::TokenLimiter(_) => "token_limiter",
             Self::Moderation(_) => "moderation",
             Self::PromptInjectionDetector(_) => "prompt_injection_detector",
+            Self::LanguageDetector(_) => "language_detector",
+            Self::SystemPromptScrubber(_) => "system_prompt_scrubber",
             Self::Hook { .. } => "hook",
         }
     }
@@ -277,6 +225,8 @@ impl ProcessorSpec {
     pub fn detector_model(&self) -> Option<&str> {
         match self {
             Self::Moderation(d) | Self::PromptInjectionDetector(d) => Some(&d.model),
+            Self::LanguageDetector(l) => Some(&l.model),
+            Self::SystemPromptScrubber(s) => Some(&s.model),
             _ => None,
         }
     }
@@ -296,6 +246,8 @@ pub fn check_list(key: &str, list: &[ProcessorSpec]) -> Result<(), (String, Stri
             ProcessorSpec::TokenLimiter(_) => {}
             ProcessorSpec::Moderation(d) => check_detector(&at, d, false)?,
             ProcessorSpec::PromptInjectionDetector(d) => check_detector(&at, d, true)?,
+            ProcessorSpec::LanguageDetector(l) => check_language(&at, l)?,
+            ProcessorSpec::SystemPromptScrubber(s) => check_model(&at, &s.model)?,
             ProcessorSpec::Hook { id } => {
                 if id.trim().is_empty() {
                     return Err((format!("{at}.id"), "must not be empty".into()));
@@ -308,57 +260,6 @@ pub fn check_list(key: &str, list: &[ProcessorSpec]) -> Result<(), (String, Stri
                 }
             }
         }
-    }
-    Ok(())
-}
-
-fn check_detector(at: &str, d: &DetectorSpec, injection: bool) -> Result<(), (String, String)> {
-    if d.model
-        .split_once('/')
-        .is_none_or(|(p, m)| p.is_empty() || m.is_empty())
-    {
-        return Err((format!("{at}.model"), "must be provider/model".into()));
-    }
-    if let Some(t) = d.threshold
-        && !(0.0..=1.0).contains(&t)
-    {
-        return Err((format!("{at}.threshold"), "must be between 0 and 1".into()));
-    }
-    let (own, other, other_name) = if injection {
-        (&d.detection_types, &d.categories, "categories")
-    } else {
-        (&d.categories, &d.detection_types, "detection_types")
-    };
-    if !other.is_empty() {
-        return Err((
-            format!("{at}.{other_name}"),
-            "does not apply to this processor".into(),
-        ));
-    }
-    if own.iter().any(|k| k.trim().is_empty()) {
-        return Err((
-            format!(
-                "{at}.{}",
-                if injection {
-                    "detection_types"
-                } else {
-                    "categories"
-                }
-            ),
-            "must not name an empty type".into(),
-        ));
-    }
-    if injection && d.chunk_window != 0 {
-        return Err((
-            format!("{at}.chunk_window"),
-            "applies to moderation only".into(),
-        ));
-    }
-    if !injection && d.strategy == DetectorStrategy::Rewrite {
-        return Err((
-            format!("{at}.strategy"),
-            "rewrite applies to the prompt injection detector only".into(),
-        ));
     }
     Ok(())
 }

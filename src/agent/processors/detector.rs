@@ -1,9 +1,9 @@
-//! What the detectors that ask a model share, as the reference's do: the detector call (its
-//! instructions as the system message, the prompt as the user's, the answer as JSON matching a
-//! schema, temperature 0), the failure strategy (`warn` lets the content through, `strict`
-//! stops the run), and the category-score rules of `moderation` and
-//! `prompt-injection-detector`: which messages are checked, when a score flags them, and what
-//! each strategy does.
+//! The detectors that ask a model, as the reference's: the detector call (its instructions as
+//! the system message, the prompt as the user's, the answer as JSON matching a schema), the
+//! failure strategy (`warn` lets the content through, `strict` stops the run), the
+//! category-score rules of `moderation` and `prompt-injection-detector` (which messages are
+//! checked, when a score flags them, what each strategy does), and the stages each detector
+//! takes part in; `language.rs` and `scrubber.rs` hold the other two's rules.
 
 use futures::StreamExt;
 use serde_json::Value;
@@ -15,65 +15,108 @@ use crate::agent::message::{Message, Part, Role};
 use crate::agent::request::{ErrorStrategy, Injection, StructuredOutput};
 use crate::agent::structured::{self, ObjectOutcome, Placement};
 use crate::agent::{Agents, ModelRef};
-use crate::config::{DetectorErrorStrategy, DetectorSpec, DetectorStrategy};
+use crate::config::{
+    DetectorErrorStrategy, DetectorSpec, DetectorStrategy, LanguageSpec, ScrubberSpec,
+};
 use crate::model::{ChatMessage, FinishReason, ModelEvent, ModelRequest, ModelSettings};
 
-/// Asks the detector model `spec` (a configured `provider/model`) and returns its JSON answer.
-pub async fn ask(
-    agents: &Agents,
-    spec: &str,
-    instructions: &str,
-    prompt: &str,
-    schema: Value,
-    prompt_injection: bool,
-    cancel: &CancellationToken,
-) -> Result<Value, String> {
-    let model: ModelRef = agents
-        .model(spec)
-        .ok_or_else(|| format!("{spec:?} names no configured provider"))?;
-    let output = StructuredOutput {
-        schema,
-        error_strategy: ErrorStrategy::Strict,
-        fallback_value: None,
-        instructions: None,
-        injection: prompt_injection.then_some(Injection::System),
-        model: None,
-    };
-    let placement = structured::placement(&output, model.provider.supports_structured_output());
-    let mut messages = vec![ChatMessage::system(instructions), ChatMessage::user(prompt)];
-    structured::place(&output, placement, &mut messages);
-    let request = ModelRequest {
-        model: model.model.clone(),
-        messages,
-        response_format: (placement == Placement::Native)
-            .then(|| structured::response_format(&output)),
-        settings: ModelSettings {
-            temperature: Some(0.0),
-            ..ModelSettings::default()
-        },
-        ..ModelRequest::default()
-    };
-    let mut stream = model
-        .provider
-        .stream(request, cancel.child_token())
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut text = String::new();
-    let mut reason = FinishReason::Other;
-    while let Some(event) = stream.next().await {
-        match event.map_err(|e| e.to_string())? {
-            ModelEvent::TextDelta(delta) => text.push_str(&delta),
-            ModelEvent::Finish { reason: r, .. } => reason = r,
-            _ => {}
+/// One detector model call: the instructions as the system message, the prompt as the
+/// user's, the answer in JSON matching `schema`.
+pub struct Ask<'a> {
+    /// A configured `provider/model`.
+    pub model: &'a str,
+    /// The system message.
+    pub instructions: &'a str,
+    /// The user message (none when empty, as the reference's agent drops it).
+    pub prompt: &'a str,
+    /// The answer's JSON Schema.
+    pub schema: Value,
+    /// The schema goes into the system message instead of `response_format`.
+    pub prompt_injection: bool,
+    /// The sampling temperature, when the detector sets one.
+    pub temperature: Option<f64>,
+}
+
+impl Ask<'_> {
+    /// Sends the call and returns the JSON answer, or why there is none.
+    pub async fn send(self, agents: &Agents, cancel: &CancellationToken) -> Result<Value, String> {
+        let model: ModelRef = agents
+            .model(self.model)
+            .ok_or_else(|| format!("{:?} names no configured provider", self.model))?;
+        // The reference validates with zod objects, which drop keys the schema does not
+        // name: the answer is checked without `additionalProperties: false`.
+        let lenient = StructuredOutput {
+            schema: without_closed_objects(self.schema.clone()),
+            error_strategy: ErrorStrategy::Strict,
+            fallback_value: None,
+            instructions: None,
+            injection: self.prompt_injection.then_some(Injection::System),
+            model: None,
+        };
+        let output = StructuredOutput {
+            schema: self.schema,
+            ..lenient.clone()
+        };
+        let placement = structured::placement(&output, model.provider.supports_structured_output());
+        let mut messages = vec![ChatMessage::system(self.instructions)];
+        if !self.prompt.trim().is_empty() {
+            messages.push(ChatMessage::user(self.prompt));
+        }
+        structured::place(&output, placement, &mut messages);
+        let request = ModelRequest {
+            model: model.model.clone(),
+            messages,
+            response_format: (placement == Placement::Native)
+                .then(|| structured::response_format(&output)),
+            settings: ModelSettings {
+                temperature: self.temperature,
+                ..ModelSettings::default()
+            },
+            ..ModelRequest::default()
+        };
+        let mut stream = model
+            .provider
+            .stream(request, cancel.child_token())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut text = String::new();
+        let mut reason = FinishReason::Other;
+        while let Some(event) = stream.next().await {
+            match event.map_err(|e| e.to_string())? {
+                ModelEvent::TextDelta(delta) => text.push_str(&delta),
+                ModelEvent::Finish { reason: r, .. } => reason = r,
+                _ => {}
+            }
+        }
+        match structured::resolve(&lenient, &text, reason) {
+            ObjectOutcome::Object(value) => Ok(value),
+            ObjectOutcome::Failure(problem) => Err(problem.to_string()),
+            ObjectOutcome::Fallback(_) | ObjectOutcome::Warning(_) => {
+                Err("Structured output returned no object".into())
+            }
         }
     }
-    match structured::resolve(&output, &text, reason) {
-        ObjectOutcome::Object(value) => Ok(value),
-        ObjectOutcome::Failure(problem) => Err(problem.to_string()),
-        ObjectOutcome::Fallback(_) | ObjectOutcome::Warning(_) => {
-            Err("Structured output returned no object".into())
+}
+
+/// `schema` with every `additionalProperties: false` removed.
+fn without_closed_objects(mut schema: Value) -> Value {
+    match &mut schema {
+        Value::Object(map) => {
+            if map.get("additionalProperties") == Some(&Value::Bool(false)) {
+                map.remove("additionalProperties");
+            }
+            for value in map.values_mut() {
+                *value = without_closed_objects(std::mem::take(value));
+            }
         }
+        Value::Array(items) => {
+            for value in items.iter_mut() {
+                *value = without_closed_objects(std::mem::take(value));
+            }
+        }
+        _ => {}
     }
+    schema
 }
 
 /// A failed detector call under the processor's error strategy: `warn` logs and lets the
@@ -247,48 +290,61 @@ pub fn js_number(x: f64) -> String {
     }
 }
 
-/// A compiled detector processor.
+/// A compiled detector processor: one that asks a model.
 #[derive(Debug)]
-pub struct Detector {
-    /// Which one.
-    pub kind: DetectorKind,
-    /// Its options.
-    pub spec: DetectorSpec,
+pub enum Detector {
+    /// `moderation`: input, stream, result.
+    Moderation(DetectorSpec),
+    /// `prompt-injection-detector`: input.
+    PromptInjection(DetectorSpec),
+    /// `language-detector`: input.
+    Language(LanguageSpec),
+    /// `system-prompt-scrubber`: stream, result.
+    Scrubber(ScrubberSpec),
 }
 
-/// The detectors that ask a model.
+/// The stage a detector sees messages at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DetectorKind {
-    /// `moderation`: input, stream, result.
-    Moderation,
-    /// `prompt-injection-detector`: input.
-    PromptInjection,
+pub enum Stage {
+    /// Before the first model call.
+    Input,
+    /// The final response.
+    Result,
 }
 
 impl Detector {
-    fn scored(&self) -> &'static Scored {
-        match self.kind {
-            DetectorKind::Moderation => &super::moderation::SCORED,
-            DetectorKind::PromptInjection => &super::prompt_injection::SCORED,
+    /// The category-score rules and options, for moderation and prompt injection.
+    fn scored(&self) -> Option<(&'static Scored, &DetectorSpec)> {
+        match self {
+            Self::Moderation(spec) => Some((&super::moderation::SCORED, spec)),
+            Self::PromptInjection(spec) => Some((&super::prompt_injection::SCORED, spec)),
+            Self::Language(_) | Self::Scrubber(_) => None,
         }
     }
 
-    /// Its processor id.
-    pub fn id(&self) -> &'static str {
-        self.scored().id
-    }
-
-    /// Whether it looks at the final response (moderation) as well as the input.
-    pub fn on_result(&self) -> bool {
-        self.kind == DetectorKind::Moderation
+    /// Whether it sees messages at `stage`.
+    pub fn at(&self, stage: Stage) -> bool {
+        match self {
+            Self::Moderation(_) => true,
+            Self::PromptInjection(_) | Self::Language(_) => stage == Stage::Input,
+            Self::Scrubber(_) => stage == Stage::Result,
+        }
     }
 
     /// Whether it looks at streamed deltas.
     pub fn on_stream(&self) -> bool {
-        self.kind == DetectorKind::Moderation
+        matches!(self, Self::Moderation(_) | Self::Scrubber(_))
     }
 
-    /// One detector call on `content`; a failure follows the error strategy (a `warn`
+    /// How many stream parts a moderation window spans (0: the current delta alone).
+    pub fn chunk_window(&self) -> u32 {
+        match self {
+            Self::Moderation(spec) => spec.chunk_window,
+            _ => 0,
+        }
+    }
+
+    /// One category-score call on `content`; a failure follows the error strategy (a `warn`
     /// failure is an answer that flags nothing).
     async fn judge(
         &self,
@@ -297,31 +353,33 @@ impl Detector {
         stream_window: Option<u32>,
         cancel: &CancellationToken,
     ) -> Result<Verdict, Tripwire> {
-        let spec = &self.spec;
-        let (instructions, prompt, schema) = match self.kind {
-            DetectorKind::Moderation => (
-                super::moderation::instructions(spec),
-                super::moderation::prompt(content, stream_window),
-                super::moderation::schema(spec),
-            ),
-            DetectorKind::PromptInjection => (
+        let Some((scored, spec)) = self.scored() else {
+            return Ok(Verdict {
+                flagged: None,
+                rewritten: None,
+            });
+        };
+        let (instructions, prompt, schema) = match self {
+            Self::PromptInjection(_) => (
                 super::prompt_injection::instructions(spec),
                 super::prompt_injection::prompt(spec, content),
                 super::prompt_injection::schema(spec),
             ),
+            _ => (
+                super::moderation::instructions(spec),
+                super::moderation::prompt(content, stream_window),
+                super::moderation::schema(spec),
+            ),
         };
-        let scored = self.scored();
-        match ask(
-            agents,
-            &spec.model,
-            &instructions,
-            &prompt,
+        let asked = Ask {
+            model: &spec.model,
+            instructions: &instructions,
+            prompt: &prompt,
             schema,
-            spec.json_prompt_injection,
-            cancel,
-        )
-        .await
-        {
+            prompt_injection: spec.json_prompt_injection,
+            temperature: Some(0.0),
+        };
+        match asked.send(agents, cancel).await {
             Ok(answer) => Ok(scored.verdict(spec, &answer)),
             Err(error) => {
                 on_error(
@@ -339,15 +397,32 @@ impl Detector {
         }
     }
 
-    /// The input (or final-response) stage: each checked message with text is judged, in order.
+    /// The messages at `stage`: each one it checks is judged, in order; it may be kept,
+    /// changed, dropped, or stop the run.
     pub async fn messages(
         &self,
+        stage: Stage,
         agents: &Agents,
         messages: &mut Vec<Message>,
         cancel: &CancellationToken,
     ) -> Result<(), Tripwire> {
+        if !self.at(stage) {
+            return Ok(());
+        }
+        match self {
+            Self::Language(spec) => {
+                return super::language::messages(spec, agents, messages, cancel).await;
+            }
+            Self::Scrubber(spec) => {
+                return super::scrubber::messages(spec, agents, messages, cancel).await;
+            }
+            Self::Moderation(_) | Self::PromptInjection(_) => {}
+        }
+        let Some((scored, spec)) = self.scored() else {
+            return Ok(());
+        };
         let checked: Vec<bool> = {
-            let is_checked = checked(messages, self.spec.last_message_only);
+            let is_checked = checked(messages, spec.last_message_only);
             (0..messages.len()).map(is_checked).collect()
         };
         let mut kept = Vec::with_capacity(messages.len());
@@ -358,27 +433,36 @@ impl Detector {
                 continue;
             }
             let verdict = self.judge(agents, &text, None, cancel).await?;
-            kept.extend(self.scored().apply(&self.spec, verdict, message)?);
+            kept.extend(scored.apply(spec, verdict, message)?);
         }
         *messages = kept;
         Ok(())
     }
 
-    /// The stream stage (moderation): `window` is the text the current delta is judged with;
-    /// `Ok(false)` drops the delta.
+    /// The stream stage: moderation judges `window` (the delta with its chunk window) and
+    /// keeps or drops `text`; the scrubber judges `text` alone and may redact it.
     pub async fn delta(
         &self,
         agents: &Agents,
+        text: String,
         window: &str,
         cancel: &CancellationToken,
-    ) -> Result<bool, Tripwire> {
-        let verdict = self
-            .judge(agents, window, Some(self.spec.chunk_window), cancel)
-            .await?;
-        if verdict.flagged.is_none() {
-            return Ok(true);
+    ) -> Result<Option<String>, Tripwire> {
+        match self {
+            Self::Scrubber(spec) => super::scrubber::delta(spec, agents, text, cancel).await,
+            Self::Moderation(spec) => {
+                let verdict = self
+                    .judge(agents, window, Some(spec.chunk_window), cancel)
+                    .await?;
+                if verdict.flagged.is_none() {
+                    return Ok(Some(text));
+                }
+                let probe = Message::new(Role::Assistant, Vec::new());
+                Ok(super::moderation::SCORED
+                    .apply(spec, verdict, probe)?
+                    .map(|_| text))
+            }
+            Self::PromptInjection(_) | Self::Language(_) => Ok(Some(text)),
         }
-        let probe = Message::new(Role::Assistant, Vec::new());
-        Ok(self.scored().apply(&self.spec, verdict, probe)?.is_some())
     }
 }

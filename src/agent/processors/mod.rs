@@ -4,9 +4,11 @@
 //! processors, which answer over the hook transport).
 
 mod detector;
+mod language;
 mod moderation;
 mod prompt_injection;
 mod regex_filter;
+mod scrubber;
 mod token_limiter;
 pub mod tokens;
 mod unicode;
@@ -21,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::Agents;
 use crate::agent::message::Message;
 use crate::config::{ProcessorOverrides, ProcessorSpec, TokenLimiterSpec, UnicodeOptions};
-pub use detector::{Detector, DetectorKind};
+pub use detector::{Detector, Stage};
 pub use regex_filter::RegexFilter;
 
 /// A processor stopped the run (or, with `retry`, asked the model to answer again).
@@ -61,14 +63,16 @@ impl Processor {
             ProcessorSpec::UnicodeNormalizer(options) => Self::Unicode(options.clone()),
             ProcessorSpec::RegexFilter(filter) => Self::Regex(RegexFilter::build(filter)?),
             ProcessorSpec::TokenLimiter(limiter) => Self::TokenLimiter(limiter.clone()),
-            ProcessorSpec::Moderation(spec) => Self::Detector(Detector {
-                kind: DetectorKind::Moderation,
-                spec: spec.clone(),
-            }),
-            ProcessorSpec::PromptInjectionDetector(spec) => Self::Detector(Detector {
-                kind: DetectorKind::PromptInjection,
-                spec: spec.clone(),
-            }),
+            ProcessorSpec::Moderation(spec) => Self::Detector(Detector::Moderation(spec.clone())),
+            ProcessorSpec::PromptInjectionDetector(spec) => {
+                Self::Detector(Detector::PromptInjection(spec.clone()))
+            }
+            ProcessorSpec::LanguageDetector(spec) => {
+                Self::Detector(Detector::Language(spec.clone()))
+            }
+            ProcessorSpec::SystemPromptScrubber(spec) => {
+                Self::Detector(Detector::Scrubber(spec.clone()))
+            }
             ProcessorSpec::Hook { id } => Self::Hook(id.clone()),
         })
     }
@@ -274,7 +278,7 @@ impl OutputStream {
             let held = match &self.chain.output[i] {
                 Processor::Regex(filter) => filter.flush(&mut self.states[i].carry),
                 Processor::Detector(d) if d.on_stream() => {
-                    remember(&mut self.states[i].window, d.spec.chunk_window, None);
+                    remember(&mut self.states[i].window, d.chunk_window(), None);
                     None
                 }
                 _ => None,
@@ -299,12 +303,10 @@ impl OutputStream {
             let next = match &self.chain.output[i] {
                 Processor::Detector(d) if d.on_stream() => {
                     let state = &mut self.states[i];
-                    let size = d.spec.chunk_window;
+                    let size = d.chunk_window();
                     remember(&mut state.window, size, Some(text.clone()));
                     let window = window_text(&state.window, size);
-                    d.delta(ctx.agents, &window, ctx.cancel)
-                        .await?
-                        .then_some(text)
+                    d.delta(ctx.agents, text, &window, ctx.cancel).await?
                 }
                 // An empty delta passes as it is, as the reference's.
                 Processor::Regex(filter) if filter.redacts_stream() && !text.is_empty() => {

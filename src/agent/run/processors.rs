@@ -11,7 +11,7 @@ use crate::agent::emit::Emitter;
 use crate::agent::error::RunFailure;
 use crate::agent::event::Event;
 use crate::agent::message::Message;
-use crate::agent::processors::{Processor, Tripwire};
+use crate::agent::processors::{Processor, Stage, Tripwire};
 use crate::agent::result::RunEnd;
 use crate::agent::state::StepRecord;
 use crate::agent::wire;
@@ -75,7 +75,7 @@ impl Runner {
                 self.input_hook(id, &mut messages).await?;
             } else if let Some(detector) = processor.detector() {
                 detector
-                    .messages(&self.agents, &mut messages, &self.cancel)
+                    .messages(Stage::Input, &self.agents, &mut messages, &self.cancel)
                     .await
                     .map_err(Halt::Tripped)?;
             } else {
@@ -197,9 +197,9 @@ impl Runner {
         for processor in &chain.output {
             if let Some(id) = processor.hook_id() {
                 self.result_hook(id, &mut response).await?;
-            } else if let Some(detector) = processor.detector().filter(|d| d.on_result()) {
+            } else if let Some(detector) = processor.detector() {
                 detector
-                    .messages(&self.agents, &mut response, &self.cancel)
+                    .messages(Stage::Result, &self.agents, &mut response, &self.cancel)
                     .await
                     .map_err(Halt::Tripped)?;
             } else {
