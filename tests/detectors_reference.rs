@@ -1,4 +1,5 @@
-//! The detectors that ask a model (`moderation`, `prompt-injection-detector`) against outputs
+//! The detectors that ask a model (`moderation`, `prompt-injection-detector`,
+//! `language-detector`, `system-prompt-scrubber`, `pii-detector`) against outputs
 //! recorded from the reference (`@mastra/core` 1.71.0) for the same inputs and the same
 //! detector answers: `tests/reference/detectors.json`, written by
 //! `tests/reference/record/detectors.mjs`. The detector model is the scripted
@@ -322,6 +323,7 @@ async fn detector_calls_carry_the_reference_prompt_and_schema() {
         ("PromptInjectionDetector", "prompt-injection-detector"),
         ("LanguageDetector", "language-detector"),
         ("SystemPromptScrubber", "system-prompt-scrubber"),
+        ("PIIDetector", "pii-detector"),
     ] {
         for case in f["detectors"][name]["calls"].as_array().expect("calls") {
             let label = format!("{name}: {}", case["name"]);
@@ -404,7 +406,7 @@ async fn detector_calls_carry_the_reference_prompt_and_schema() {
             ran += 1;
         }
     }
-    assert!(ran >= 15, "{ran}");
+    assert!(ran >= 20, "{ran}");
 }
 
 /// The schema the recorded case `name` sent.
@@ -484,5 +486,136 @@ async fn stream_cases(b: &Bench, kind: &str, cases: &[Value]) {
             .collect();
         assert_eq!(emitted, want, "{label}");
         assert_eq!(b.asked(before), recorded_calls(case), "{label}");
+    }
+}
+
+#[tokio::test]
+async fn pii_detection_judges_messages_as_the_reference() {
+    let sections = [
+        ("processInput", Stage::Input),
+        ("processOutputResult", Stage::Result),
+        ("errors", Stage::Input),
+        ("errorsBlock", Stage::Input),
+    ];
+    let ran = replay("PIIDetector", "pii-detector", &sections).await;
+    assert!(ran >= 40, "{ran}");
+}
+
+#[tokio::test]
+async fn pii_redaction_masks_hashes_and_replaces_as_the_reference() {
+    let f = fixture();
+    let b = bench().await;
+    let d = &f["detectors"]["PIIDetector"];
+    // Each value alone, detected whole: the computed redaction is the value's redaction.
+    for row in d["maskTable"].as_array().expect("mask table") {
+        let value = row["value"].as_str().expect("value");
+        let units = value.encode_utf16().count();
+        for (options, want) in [
+            (json!({}), &row["mask"]),
+            (json!({"preserveFormat": false}), &row["maskNoFormat"]),
+            (json!({"redactionMethod": "hash"}), &row["hash"]),
+            (
+                json!({"redactionMethod": "placeholder"}),
+                &row["placeholder"],
+            ),
+        ] {
+            let label = format!("{} {options}", row["name"]);
+            b.script(&[json!({"json": {
+                "categories": null,
+                "detections": [{
+                    "type": row["type"], "value": value, "confidence": 0.9,
+                    "start": 0, "end": units, "redacted_value": null,
+                }],
+                "redacted_content": null,
+            }})]);
+            let p = processor("pii-detector", &options);
+            let mut messages = vec![message(
+                &json!({"id": "m1", "role": "user", "parts": [value]}),
+            )];
+            p.detector()
+                .expect("a detector")
+                .messages(
+                    Stage::Input,
+                    &b.agents,
+                    &mut messages,
+                    &CancellationToken::new(),
+                )
+                .await
+                .expect("redacts");
+            assert_eq!(
+                view(&messages[0]).1,
+                [want.as_str().unwrap_or("")],
+                "{label}"
+            );
+        }
+    }
+    // The whole sample text, every type detected where the recorder found it, under each
+    // method.
+    let text = d["piiText"].as_str().expect("text");
+    let units: Vec<u16> = text.encode_utf16().collect();
+    let at = |value: &str| {
+        let needle: Vec<u16> = value.encode_utf16().collect();
+        units
+            .windows(needle.len())
+            .position(|w| w == needle.as_slice())
+            .expect("the value is in the text")
+    };
+    let found = [
+        ("email", "john.doe@example.com"),
+        ("phone", "(555) 123-4567"),
+        ("credit-card", "4111-1111-1111-1111"),
+        ("name", "John Smith"),
+        ("ssn", "123-45-6789"),
+        ("uuid", "123e4567-e89b-12d3-a456-426614174000"),
+        (
+            "crypto-wallet",
+            "0x52908400098527886E0F7030069857D2E4169EE7",
+        ),
+        ("iban", "DE89370400440532013000"),
+        ("ip-address", "192.168.1.1"),
+        ("api-key", "sk-live-abcdefghijklmnop1234"),
+        ("url", "https://example.com/u/42"),
+        ("address", "221B Baker Street"),
+        ("date-of-birth", "1990-01-31"),
+    ];
+    let detections: Vec<Value> = found
+        .iter()
+        .map(|(kind, value)| {
+            let start = at(value);
+            json!({
+                "redacted_value": null, "type": kind, "value": value, "confidence": 0.95,
+                "start": start, "end": start + value.encode_utf16().count(),
+            })
+        })
+        .collect();
+    let categories: Vec<Value> = found
+        .iter()
+        .map(|(kind, _)| json!({"type": kind, "score": 0.95}))
+        .collect();
+    let answer = json!({"json": {
+        "categories": categories, "detections": detections, "redacted_content": null,
+    }});
+    for case in d["redactionMatrix"].as_array().expect("matrix") {
+        let label = case["name"].as_str().unwrap_or("").to_owned();
+        b.script(std::slice::from_ref(&answer));
+        let p = processor("pii-detector", &case["options"]);
+        let mut messages = vec![message(
+            &json!({"id": "m1", "role": "user", "parts": [text]}),
+        )];
+        p.detector()
+            .expect("a detector")
+            .messages(
+                Stage::Input,
+                &b.agents,
+                &mut messages,
+                &CancellationToken::new(),
+            )
+            .await
+            .expect("redacts");
+        assert_eq!(
+            view(&messages[0]).1,
+            [case["redacted"].as_str().unwrap_or("")],
+            "{label}"
+        );
     }
 }

@@ -5,9 +5,10 @@ use super::check_text;
 use super::error::Violations;
 use crate::config::{
     DetectorErrorStrategy, DetectorSpec, DetectorStrategy, LanguageSpec, LanguageStrategy, Limits,
-    ProcessorOverrides, ProcessorSpec, RegexFilterSpec, RegexPhase, RegexRuleSpec, RegexStrategy,
-    ScrubRedaction, ScrubStrategy, ScrubberSpec, TokenCountMode, TokenLimitStrategy,
-    TokenLimiterSpec, TokenTrimMode, UnicodeOptions, check_processors,
+    PiiRedaction, PiiSpec, PiiStrategy, ProcessorOverrides, ProcessorSpec, RegexFilterSpec,
+    RegexPhase, RegexRuleSpec, RegexStrategy, ScrubRedaction, ScrubStrategy, ScrubberSpec,
+    TokenCountMode, TokenLimitStrategy, TokenLimiterSpec, TokenTrimMode, UnicodeOptions,
+    check_processors,
 };
 use crate::pb;
 use crate::pb::processor::Kind;
@@ -229,6 +230,42 @@ fn processor(
                 last_message_only: s.last_message_only,
                 error_strategy: error_strategy(v, &at, s.error_strategy),
                 json_prompt_injection: s.json_prompt_injection,
+            })
+        }
+        Kind::PiiDetector(p) => {
+            let at = format!("{field}.pii_detector");
+            let strategy = match pb::PiiStrategy::try_from(p.strategy) {
+                Ok(pb::PiiStrategy::Block) => PiiStrategy::Block,
+                Ok(pb::PiiStrategy::Warn) => PiiStrategy::Warn,
+                Ok(pb::PiiStrategy::Filter) => PiiStrategy::Filter,
+                Ok(_) => PiiStrategy::Redact,
+                Err(_) => {
+                    v.add(format!("{at}.strategy"), "unknown strategy");
+                    PiiStrategy::Redact
+                }
+            };
+            let redaction_method = match pb::PiiRedaction::try_from(p.redaction_method) {
+                Ok(pb::PiiRedaction::Hash) => PiiRedaction::Hash,
+                Ok(pb::PiiRedaction::Remove) => PiiRedaction::Remove,
+                Ok(pb::PiiRedaction::Placeholder) => PiiRedaction::Placeholder,
+                Ok(_) => PiiRedaction::Mask,
+                Err(_) => {
+                    v.add(format!("{at}.redaction_method"), "unknown redaction method");
+                    PiiRedaction::Mask
+                }
+            };
+            ProcessorSpec::PiiDetector(PiiSpec {
+                model: p.model.clone(),
+                instructions: checked_text(v, &at, p.instructions.as_ref(), limits),
+                threshold: p.threshold,
+                strategy,
+                redaction_method,
+                preserve_format: p.preserve_format,
+                detection_types: p.detection_types.clone(),
+                include_detections: p.include_detections,
+                last_message_only: p.last_message_only,
+                error_strategy: error_strategy(v, &at, p.error_strategy),
+                json_prompt_injection: p.json_prompt_injection,
             })
         }
         Kind::Hook(h) => ProcessorSpec::Hook { id: h.id.clone() },

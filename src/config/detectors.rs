@@ -178,6 +178,74 @@ pub struct ScrubberSpec {
     pub json_prompt_injection: bool,
 }
 
+/// What the PII detector does with flagged content.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PiiStrategy {
+    /// The run ends with a tripwire naming the types.
+    Block,
+    /// The content passes; the finding is logged.
+    Warn,
+    /// The message is dropped.
+    Filter,
+    /// The personal data is replaced.
+    #[default]
+    Redact,
+}
+
+/// How the PII detector replaces a detected value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PiiRedaction {
+    /// Masked by type (with `preserve_format`: `j******e@*******.com`, `XXX-XXX-4567`).
+    #[default]
+    Mask,
+    /// `[HASH:<first 8 hex digits of its SHA-256>]`.
+    Hash,
+    /// Nothing.
+    Remove,
+    /// `[TYPE]`.
+    Placeholder,
+}
+
+/// Options of `pii-detector`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PiiSpec {
+    /// The detector model, `provider/model` of a configured provider.
+    pub model: String,
+    /// Replaces the detector's default instructions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// Detections (or, without any, category scores) at or above it flag content (0.6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<f64>,
+    /// What flagged content does.
+    #[serde(default)]
+    pub strategy: PiiStrategy,
+    /// How a value is redacted.
+    #[serde(default)]
+    pub redaction_method: PiiRedaction,
+    /// Masks keep the value's shape (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preserve_format: Option<bool>,
+    /// The PII types looked for (default: the reference's thirteen).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub detection_types: Vec<String>,
+    /// The abort reason counts the detections.
+    #[serde(default)]
+    pub include_detections: bool,
+    /// Only the last message is checked.
+    #[serde(default)]
+    pub last_message_only: bool,
+    /// What a failed detector call does.
+    #[serde(default)]
+    pub error_strategy: DetectorErrorStrategy,
+    /// The schema goes into the detector's prompt instead of the provider's `response_format`.
+    #[serde(default)]
+    pub json_prompt_injection: bool,
+}
+
 pub(super) fn check_model(at: &str, model: &str) -> Result<(), (String, String)> {
     if model
         .split_once('/')
@@ -245,6 +313,23 @@ pub(super) fn check_language(at: &str, l: &LanguageSpec) -> Result<(), (String, 
         && !(0.0..=1.0).contains(&t)
     {
         return Err((format!("{at}.threshold"), "must be between 0 and 1".into()));
+    }
+    Ok(())
+}
+
+/// Checks a PII detector's options below `at`.
+pub(super) fn check_pii(at: &str, p: &PiiSpec) -> Result<(), (String, String)> {
+    check_model(at, &p.model)?;
+    if let Some(t) = p.threshold
+        && !(0.0..=1.0).contains(&t)
+    {
+        return Err((format!("{at}.threshold"), "must be between 0 and 1".into()));
+    }
+    if p.detection_types.iter().any(|t| t.trim().is_empty()) {
+        return Err((
+            format!("{at}.detection_types"),
+            "must not name an empty type".into(),
+        ));
     }
     Ok(())
 }

@@ -30,7 +30,7 @@ pub(crate) use auth::parse_digest;
 pub use auth::{ASYMMETRIC_ALGORITHMS, AuthConfig, JwtConfig, TenantConfig};
 pub use detectors::{
     DetectorErrorStrategy, DetectorSpec, DetectorStrategy, LanguageSpec, LanguageStrategy,
-    ScrubRedaction, ScrubStrategy, ScrubberSpec,
+    PiiRedaction, PiiSpec, PiiStrategy, ScrubRedaction, ScrubStrategy, ScrubberSpec,
 };
 pub use mcp::{McpServerConfig, McpTransportKind, McpUse, mcp_tool_name};
 pub use memory::{

@@ -5,7 +5,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::detectors::{
-    DetectorSpec, LanguageSpec, ScrubberSpec, check_detector, check_language, check_model,
+    DetectorSpec, LanguageSpec, PiiSpec, ScrubberSpec, check_detector, check_language, check_model,
+    check_pii,
 };
 
 /// One processor: a built-in one with its options, or a custom one answered through hooks.
@@ -26,6 +27,8 @@ pub enum ProcessorSpec {
     LanguageDetector(LanguageSpec),
     /// `system-prompt-scrubber`: a detector model finds system-prompt leaks in the output.
     SystemPromptScrubber(ScrubberSpec),
+    /// `pii-detector`: a detector model finds personal data in messages.
+    PiiDetector(PiiSpec),
     /// A custom processor answered by the run's `process_*` hooks.
     Hook {
         /// Its id, sent with each call and reported in tripwires.
@@ -44,6 +47,7 @@ impl ProcessorSpec {
             Self::PromptInjectionDetector(_) => "prompt-injection-detector",
             Self::LanguageDetector(_) => "language-detector",
             Self::SystemPromptScrubber(_) => "system-prompt-scrubber",
+            Self::PiiDetector(_) => "pii-detector",
             Self::Hook { id } => id,
         }
     }
@@ -217,6 +221,7 @@ impl ProcessorSpec {
             Self::PromptInjectionDetector(_) => "prompt_injection_detector",
             Self::LanguageDetector(_) => "language_detector",
             Self::SystemPromptScrubber(_) => "system_prompt_scrubber",
+            Self::PiiDetector(_) => "pii_detector",
             Self::Hook { .. } => "hook",
         }
     }
@@ -227,6 +232,7 @@ impl ProcessorSpec {
             Self::Moderation(d) | Self::PromptInjectionDetector(d) => Some(&d.model),
             Self::LanguageDetector(l) => Some(&l.model),
             Self::SystemPromptScrubber(s) => Some(&s.model),
+            Self::PiiDetector(p) => Some(&p.model),
             _ => None,
         }
     }
@@ -248,6 +254,7 @@ pub fn check_list(key: &str, list: &[ProcessorSpec]) -> Result<(), (String, Stri
             ProcessorSpec::PromptInjectionDetector(d) => check_detector(&at, d, true)?,
             ProcessorSpec::LanguageDetector(l) => check_language(&at, l)?,
             ProcessorSpec::SystemPromptScrubber(s) => check_model(&at, &s.model)?,
+            ProcessorSpec::PiiDetector(p) => check_pii(&at, p)?,
             ProcessorSpec::Hook { id } => {
                 if id.trim().is_empty() {
                     return Err((format!("{at}.id"), "must not be empty".into()));

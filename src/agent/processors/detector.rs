@@ -3,7 +3,7 @@
 //! failure strategy (`warn` lets the content through, `strict` stops the run), the
 //! category-score rules of `moderation` and `prompt-injection-detector` (which messages are
 //! checked, when a score flags them, what each strategy does), and the stages each detector
-//! takes part in; `language.rs` and `scrubber.rs` hold the other two's rules.
+//! takes part in; `language.rs`, `scrubber.rs` and `pii.rs` hold the others' rules.
 
 use futures::StreamExt;
 use serde_json::Value;
@@ -16,7 +16,7 @@ use crate::agent::request::{ErrorStrategy, Injection, StructuredOutput};
 use crate::agent::structured::{self, ObjectOutcome, Placement};
 use crate::agent::{Agents, ModelRef};
 use crate::config::{
-    DetectorErrorStrategy, DetectorSpec, DetectorStrategy, LanguageSpec, ScrubberSpec,
+    DetectorErrorStrategy, DetectorSpec, DetectorStrategy, LanguageSpec, PiiSpec, ScrubberSpec,
 };
 use crate::model::{ChatMessage, FinishReason, ModelEvent, ModelRequest, ModelSettings};
 
@@ -301,6 +301,8 @@ pub enum Detector {
     Language(LanguageSpec),
     /// `system-prompt-scrubber`: stream, result.
     Scrubber(ScrubberSpec),
+    /// `pii-detector`: input, result.
+    Pii(PiiSpec),
 }
 
 /// The stage a detector sees messages at.
@@ -318,14 +320,14 @@ impl Detector {
         match self {
             Self::Moderation(spec) => Some((&super::moderation::SCORED, spec)),
             Self::PromptInjection(spec) => Some((&super::prompt_injection::SCORED, spec)),
-            Self::Language(_) | Self::Scrubber(_) => None,
+            Self::Language(_) | Self::Scrubber(_) | Self::Pii(_) => None,
         }
     }
 
     /// Whether it sees messages at `stage`.
     pub fn at(&self, stage: Stage) -> bool {
         match self {
-            Self::Moderation(_) => true,
+            Self::Moderation(_) | Self::Pii(_) => true,
             Self::PromptInjection(_) | Self::Language(_) => stage == Stage::Input,
             Self::Scrubber(_) => stage == Stage::Result,
         }
@@ -416,6 +418,7 @@ impl Detector {
             Self::Scrubber(spec) => {
                 return super::scrubber::messages(spec, agents, messages, cancel).await;
             }
+            Self::Pii(spec) => return super::pii::messages(spec, agents, messages, cancel).await,
             Self::Moderation(_) | Self::PromptInjection(_) => {}
         }
         let Some((scored, spec)) = self.scored() else {
@@ -462,7 +465,7 @@ impl Detector {
                     .apply(spec, verdict, probe)?
                     .map(|_| text))
             }
-            Self::PromptInjection(_) | Self::Language(_) => Ok(Some(text)),
+            Self::PromptInjection(_) | Self::Language(_) | Self::Pii(_) => Ok(Some(text)),
         }
     }
 }

@@ -6,6 +6,7 @@
 mod detector;
 mod language;
 mod moderation;
+mod pii;
 mod prompt_injection;
 mod regex_filter;
 mod scrubber;
@@ -73,6 +74,7 @@ impl Processor {
             ProcessorSpec::SystemPromptScrubber(spec) => {
                 Self::Detector(Detector::Scrubber(spec.clone()))
             }
+            ProcessorSpec::PiiDetector(spec) => Self::Detector(Detector::Pii(spec.clone())),
             ProcessorSpec::Hook { id } => Self::Hook(id.clone()),
         })
     }
