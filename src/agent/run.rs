@@ -235,10 +235,15 @@ impl Runner {
         if let Some(why) = self.broken_processors.take() {
             return Box::pin(self.failed(em, RunFailure::Processors(why))).await;
         }
-        match Box::pin(self.process_input()).await {
-            Ok(()) => {}
-            Err(Halt::Tripped(trip)) => return Box::pin(self.tripped(em, trip, false)).await,
-            Err(Halt::Failed(failure)) => return Box::pin(self.failed_noting(em, failure)).await,
+        // Processors are off the path of a run without them: no future is even boxed.
+        if self.processors.is_some() {
+            match Box::pin(self.process_input()).await {
+                Ok(()) => {}
+                Err(Halt::Tripped(trip)) => return Box::pin(self.tripped(em, trip, false)).await,
+                Err(Halt::Failed(failure)) => {
+                    return Box::pin(self.failed_noting(em, failure)).await;
+                }
+            }
         }
         self.drive(em).await
     }
@@ -294,7 +299,12 @@ impl Runner {
                     return Box::pin(self.tripped(em, trip, false)).await;
                 }
             };
-            let step = match Box::pin(self.process_output_step(&step)).await {
+            let verdict = if self.processors.is_some() {
+                Box::pin(self.process_output_step(&step)).await
+            } else {
+                Ok(StepVerdict::Accept)
+            };
+            let step = match verdict {
                 Ok(StepVerdict::Accept) => step,
                 // A retry is another step: the step cap bounds retries too.
                 Ok(StepVerdict::Retry(trip))
