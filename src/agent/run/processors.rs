@@ -256,7 +256,7 @@ impl Runner {
     }
 
     /// An output processor asked for another answer: the step stays in `steps` as a retry
-    /// (no text, no tool calls; its tools never run), the model is not shown the answer, and
+    /// (no text; its calls are listed but never run), the model is not shown the answer, and
     /// every later call reads the feedback.
     pub(super) async fn retry_step(
         &mut self,
