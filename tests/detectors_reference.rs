@@ -25,6 +25,19 @@ fn fixture() -> Value {
     serde_json::from_str(&text).expect("the fixture is JSON")
 }
 
+/// A message's content as text: a string, or its text parts joined.
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        parts => parts
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["text"].as_str())
+            .collect(),
+    }
+}
+
 /// A detector model on a scripted server, and the agents that resolve `mock/detector`.
 struct Bench {
     mock: MockOpenAi,
@@ -72,15 +85,7 @@ impl Bench {
                     .filter(|m| m["role"] == "user")
                     .cloned()
                     .unwrap_or(Value::Null);
-                match &last["content"] {
-                    Value::String(s) => s.clone(),
-                    parts => parts
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|p| p["text"].as_str())
-                        .collect(),
-                }
+                content_text(&last["content"])
             })
             .collect()
     }
@@ -351,16 +356,10 @@ async fn detector_calls_carry_the_reference_prompt_and_schema() {
                 .expect("messages")
                 .iter()
                 .map(|m| {
-                    let text = match &m["content"] {
-                        Value::String(s) => s.clone(),
-                        parts => parts
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .filter_map(|p| p["text"].as_str())
-                            .collect(),
-                    };
-                    (m["role"].as_str().unwrap_or(""), text)
+                    (
+                        m["role"].as_str().unwrap_or(""),
+                        content_text(&m["content"]),
+                    )
                 })
                 .collect();
             let want_roles: Vec<(&str, String)> = want["prompt"]
@@ -368,20 +367,10 @@ async fn detector_calls_carry_the_reference_prompt_and_schema() {
                 .expect("prompt")
                 .iter()
                 .map(|m| {
-                    let text = match &m["content"] {
-                        Value::String(s) => s.clone(),
-                        // A text recorded once is referenced by its key.
-                        Value::Object(o) if o.contains_key("sameAs") => f["detectors"][name]
-                            [o["sameAs"].as_str().unwrap_or("")]
-                        .as_str()
-                        .unwrap_or("")
-                        .to_owned(),
-                        parts => parts
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .filter_map(|p| p["text"].as_str())
-                            .collect(),
+                    // A text recorded once is referenced by its key.
+                    let text = match m["content"]["sameAs"].as_str() {
+                        Some(key) => f["detectors"][name][key].as_str().unwrap_or("").to_owned(),
+                        None => content_text(&m["content"]),
                     };
                     (m["role"].as_str().unwrap_or(""), text)
                 })

@@ -246,12 +246,28 @@ pub struct PiiSpec {
     pub json_prompt_injection: bool,
 }
 
-pub(super) fn check_model(at: &str, model: &str) -> Result<(), (String, String)> {
+/// Checks a detector's model (`provider/model`) and threshold (0 to 1) below `at`.
+pub(super) fn check_model(
+    at: &str,
+    model: &str,
+    threshold: Option<f64>,
+) -> Result<(), (String, String)> {
     if model
         .split_once('/')
         .is_none_or(|(p, m)| p.is_empty() || m.is_empty())
     {
         return Err((format!("{at}.model"), "must be provider/model".into()));
+    }
+    if threshold.is_some_and(|t| !(0.0..=1.0).contains(&t)) {
+        return Err((format!("{at}.threshold"), "must be between 0 and 1".into()));
+    }
+    Ok(())
+}
+
+/// Checks that no type in the list `name` below `at` is empty.
+fn check_types(at: &str, name: &str, types: &[String]) -> Result<(), (String, String)> {
+    if types.iter().any(|t| t.trim().is_empty()) {
+        return Err((format!("{at}.{name}"), "must not name an empty type".into()));
     }
     Ok(())
 }
@@ -261,16 +277,21 @@ pub(super) fn check_detector(
     d: &DetectorSpec,
     injection: bool,
 ) -> Result<(), (String, String)> {
-    check_model(at, &d.model)?;
-    if let Some(t) = d.threshold
-        && !(0.0..=1.0).contains(&t)
-    {
-        return Err((format!("{at}.threshold"), "must be between 0 and 1".into()));
-    }
-    let (own, other, other_name) = if injection {
-        (&d.detection_types, &d.categories, "categories")
+    check_model(at, &d.model, d.threshold)?;
+    let (own, own_name, other, other_name) = if injection {
+        (
+            &d.detection_types,
+            "detection_types",
+            &d.categories,
+            "categories",
+        )
     } else {
-        (&d.categories, &d.detection_types, "detection_types")
+        (
+            &d.categories,
+            "categories",
+            &d.detection_types,
+            "detection_types",
+        )
     };
     if !other.is_empty() {
         return Err((
@@ -278,19 +299,7 @@ pub(super) fn check_detector(
             "does not apply to this processor".into(),
         ));
     }
-    if own.iter().any(|k| k.trim().is_empty()) {
-        return Err((
-            format!(
-                "{at}.{}",
-                if injection {
-                    "detection_types"
-                } else {
-                    "categories"
-                }
-            ),
-            "must not name an empty type".into(),
-        ));
-    }
+    check_types(at, own_name, own)?;
     if injection && d.chunk_window != 0 {
         return Err((
             format!("{at}.chunk_window"),
@@ -306,30 +315,8 @@ pub(super) fn check_detector(
     Ok(())
 }
 
-/// Checks a language detector's options below `at`.
-pub(super) fn check_language(at: &str, l: &LanguageSpec) -> Result<(), (String, String)> {
-    check_model(at, &l.model)?;
-    if let Some(t) = l.threshold
-        && !(0.0..=1.0).contains(&t)
-    {
-        return Err((format!("{at}.threshold"), "must be between 0 and 1".into()));
-    }
-    Ok(())
-}
-
 /// Checks a PII detector's options below `at`.
 pub(super) fn check_pii(at: &str, p: &PiiSpec) -> Result<(), (String, String)> {
-    check_model(at, &p.model)?;
-    if let Some(t) = p.threshold
-        && !(0.0..=1.0).contains(&t)
-    {
-        return Err((format!("{at}.threshold"), "must be between 0 and 1".into()));
-    }
-    if p.detection_types.iter().any(|t| t.trim().is_empty()) {
-        return Err((
-            format!("{at}.detection_types"),
-            "must not name an empty type".into(),
-        ));
-    }
-    Ok(())
+    check_model(at, &p.model, p.threshold)?;
+    check_types(at, "detection_types", &p.detection_types)
 }

@@ -5,8 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::detectors::{
-    DetectorSpec, LanguageSpec, PiiSpec, ScrubberSpec, check_detector, check_language, check_model,
-    check_pii,
+    DetectorSpec, LanguageSpec, PiiSpec, ScrubberSpec, check_detector, check_model, check_pii,
 };
 
 /// One processor: a built-in one with its options, or a custom one answered through hooks.
@@ -36,31 +35,14 @@ pub enum ProcessorSpec {
     },
 }
 
-impl ProcessorSpec {
-    /// The id it reports in tripwires (the reference's processor ids).
-    pub fn id(&self) -> &str {
-        match self {
-            Self::UnicodeNormalizer(_) => "unicode-normalizer",
-            Self::RegexFilter(_) => "regex-filter",
-            Self::TokenLimiter(_) => "token-limiter",
-            Self::Moderation(_) => "moderation",
-            Self::PromptInjectionDetector(_) => "prompt-injection-detector",
-            Self::LanguageDetector(_) => "language-detector",
-            Self::SystemPromptScrubber(_) => "system-prompt-scrubber",
-            Self::PiiDetector(_) => "pii-detector",
-            Self::Hook { id } => id,
-        }
-    }
-}
-
 /// Options of `unicode-normalizer`, with the reference's defaults.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct UnicodeOptions {
     /// Remove control characters other than tab, newline and carriage return.
     pub strip_control_chars: bool,
-    /// With `strip_control_chars`: remove only C0/C1 controls (false: also everything outside
-    /// the Basic Multilingual Plane, emoji included).
+    /// Accepted as the reference accepts it: either value strips the same C0/C1 controls (its
+    /// stricter class matches UTF-16 units, so emoji survive it too).
     pub preserve_emojis: bool,
     /// CRLF and CR become LF, runs of newlines one, runs of spaces and tabs one space.
     pub collapse_whitespace: bool,
@@ -252,8 +234,8 @@ pub fn check_list(key: &str, list: &[ProcessorSpec]) -> Result<(), (String, Stri
             ProcessorSpec::TokenLimiter(_) => {}
             ProcessorSpec::Moderation(d) => check_detector(&at, d, false)?,
             ProcessorSpec::PromptInjectionDetector(d) => check_detector(&at, d, true)?,
-            ProcessorSpec::LanguageDetector(l) => check_language(&at, l)?,
-            ProcessorSpec::SystemPromptScrubber(s) => check_model(&at, &s.model)?,
+            ProcessorSpec::LanguageDetector(l) => check_model(&at, &l.model, l.threshold)?,
+            ProcessorSpec::SystemPromptScrubber(s) => check_model(&at, &s.model, None)?,
             ProcessorSpec::PiiDetector(p) => check_pii(&at, p)?,
             ProcessorSpec::Hook { id } => {
                 if id.trim().is_empty() {
@@ -339,16 +321,17 @@ mod tests {
                 ..UnicodeOptions::default()
             })
         );
-        let ids: Vec<&str> = list.iter().map(ProcessorSpec::id).collect();
+        let kinds: Vec<&str> = list.iter().map(ProcessorSpec::field_name).collect();
         assert_eq!(
-            ids,
+            kinds,
             [
-                "unicode-normalizer",
-                "regex-filter",
-                "token-limiter",
-                "guard"
+                "unicode_normalizer",
+                "regex_filter",
+                "token_limiter",
+                "hook"
             ]
         );
+        assert_eq!(list[3], ProcessorSpec::Hook { id: "guard".into() });
         assert_eq!(check_list("input_processors", &list), Ok(()));
     }
 

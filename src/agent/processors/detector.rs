@@ -6,7 +6,7 @@
 //! takes part in; `language.rs`, `scrubber.rs` and `pii.rs` hold the others' rules.
 
 use futures::StreamExt;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -38,8 +38,33 @@ pub struct Ask<'a> {
 }
 
 impl Ask<'_> {
+    /// The answer; a failed call follows `failure`: under `warn` it is logged and the answer
+    /// is `null` (nothing found, as the reference's fail-open result), under `strict` the run
+    /// stops.
+    pub async fn answer(
+        self,
+        agents: &Agents,
+        cancel: &CancellationToken,
+        failure: OnFailure<'_>,
+    ) -> Result<Value, Tripwire> {
+        let error = match self.send(agents, cancel).await {
+            Ok(answer) => return Ok(answer),
+            Err(error) => error,
+        };
+        match failure.strategy {
+            DetectorErrorStrategy::Warn => {
+                warn!(%error, "{}", failure.warning);
+                Ok(Value::Null)
+            }
+            DetectorErrorStrategy::Strict => {
+                warn!(%error, "{}", failure.abort_reason);
+                Err(Tripwire::block(failure.processor_id, failure.abort_reason))
+            }
+        }
+    }
+
     /// Sends the call and returns the JSON answer, or why there is none.
-    pub async fn send(self, agents: &Agents, cancel: &CancellationToken) -> Result<Value, String> {
+    async fn send(self, agents: &Agents, cancel: &CancellationToken) -> Result<Value, String> {
         let model: ModelRef = agents
             .model(self.model)
             .ok_or_else(|| format!("{:?} names no configured provider", self.model))?;
@@ -119,29 +144,27 @@ fn without_closed_objects(mut schema: Value) -> Value {
     schema
 }
 
-/// A failed detector call under the processor's error strategy: `warn` logs and lets the
-/// content through (`Ok`), `strict` stops the run.
-pub fn on_error(
-    strategy: DetectorErrorStrategy,
-    error: &str,
-    warning: &str,
-    abort_reason: &str,
-    processor_id: &str,
-) -> Result<(), Tripwire> {
-    match strategy {
-        DetectorErrorStrategy::Warn => {
-            warn!(%error, "{warning}");
-            Ok(())
-        }
-        DetectorErrorStrategy::Strict => {
-            warn!(%error, "{abort_reason}");
-            Err(Tripwire {
-                reason: abort_reason.to_owned(),
-                retry: false,
-                metadata: None,
-                processor_id: processor_id.to_owned(),
-            })
-        }
+/// Where a failed detector call goes: the processor's error strategy and its texts.
+pub struct OnFailure<'a> {
+    /// `warn` lets the content through, `strict` stops the run.
+    pub strategy: DetectorErrorStrategy,
+    /// Logged under `warn`.
+    pub warning: &'a str,
+    /// The tripwire's reason under `strict`.
+    pub abort_reason: &'a str,
+    /// The processor.
+    pub processor_id: &'a str,
+}
+
+/// A JSON Schema object gains a required field that is a described string or null (the
+/// optional fields the detectors' answers have under some strategies).
+pub fn add_nullable_string(schema: &mut Value, name: &str, description: &str) {
+    schema["properties"][name] = json!({"anyOf": [
+        {"description": description, "type": "string"},
+        {"type": "null"},
+    ]});
+    if let Some(required) = schema["required"].as_array_mut() {
+        required.push(json!(name));
     }
 }
 
@@ -245,12 +268,7 @@ impl Scored {
             return Ok(Some(message));
         };
         match spec.strategy {
-            DetectorStrategy::Block => Err(Tripwire {
-                reason,
-                retry: false,
-                metadata: None,
-                processor_id: self.id.to_owned(),
-            }),
+            DetectorStrategy::Block => Err(Tripwire::block(self.id, reason)),
             DetectorStrategy::Warn => {
                 warn!("{} {reason}", self.tag);
                 Ok(Some(message))
@@ -275,10 +293,11 @@ impl Scored {
     }
 }
 
-/// The messages a detector checks (system ones too, as the reference's): all, or the last
-/// one only.
-pub fn checked(messages: &[Message], last_only: bool) -> impl Fn(usize) -> bool + '_ {
-    move |i| !last_only || messages.len() <= 1 || i + 1 == messages.len()
+/// Which of `messages` a detector checks (system ones too, as the reference's): all, or the
+/// last one only.
+pub fn checked(messages: &[Message], last_only: bool) -> Vec<bool> {
+    let n = messages.len();
+    (0..n).map(|i| !last_only || n <= 1 || i + 1 == n).collect()
 }
 
 /// A number as JavaScript prints it.
@@ -381,22 +400,14 @@ impl Detector {
             prompt_injection: spec.json_prompt_injection,
             temperature: Some(0.0),
         };
-        match asked.send(agents, cancel).await {
-            Ok(answer) => Ok(scored.verdict(spec, &answer)),
-            Err(error) => {
-                on_error(
-                    spec.error_strategy,
-                    &error,
-                    scored.warning,
-                    scored.failure,
-                    scored.id,
-                )?;
-                Ok(Verdict {
-                    flagged: None,
-                    rewritten: None,
-                })
-            }
-        }
+        let failure = OnFailure {
+            strategy: spec.error_strategy,
+            warning: scored.warning,
+            abort_reason: scored.failure,
+            processor_id: scored.id,
+        };
+        let answer = asked.answer(agents, cancel, failure).await?;
+        Ok(scored.verdict(spec, &answer))
     }
 
     /// The messages at `stage`: each one it checks is judged, in order; it may be kept,
@@ -424,10 +435,7 @@ impl Detector {
         let Some((scored, spec)) = self.scored() else {
             return Ok(());
         };
-        let checked: Vec<bool> = {
-            let is_checked = checked(messages, spec.last_message_only);
-            (0..messages.len()).map(is_checked).collect()
-        };
+        let checked = checked(messages, spec.last_message_only);
         let mut kept = Vec::with_capacity(messages.len());
         for (message, check) in std::mem::take(messages).into_iter().zip(checked) {
             let text = message_text(&message);

@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::Tripwire;
-use super::detector::{Ask, checked, message_text, on_error};
+use super::detector::{Ask, OnFailure, add_nullable_string, checked, message_text};
+use super::{Tripwire, utf16_len};
 use crate::agent::Agents;
 use crate::agent::message::{Message, Part};
 use crate::config::{LanguageSpec, LanguageStrategy};
@@ -78,7 +78,7 @@ fn code(language: &str) -> String {
     if let Some((c, _)) = LANGUAGES.iter().find(|(_, n)| n.to_lowercase() == lower) {
         return (*c).to_owned();
     }
-    if lower.chars().map(char::len_utf16).sum::<usize>() <= 3 {
+    if utf16_len(&lower) <= 3 {
         lower
     } else {
         "unknown".to_owned()
@@ -116,10 +116,7 @@ fn schema(spec: &LanguageSpec) -> Value {
         "additionalProperties": false,
     });
     if spec.strategy == LanguageStrategy::Translate {
-        schema["properties"]["translated_text"] = json!({"anyOf": [{"description": "Translated text", "type": "string"}, {"type": "null"}]});
-        if let Some(required) = schema["required"].as_array_mut() {
-            required.push(json!("translated_text"));
-        }
+        add_nullable_string(&mut schema, "translated_text", "Translated text");
     }
     schema
 }
@@ -147,13 +144,10 @@ pub async fn messages(
     let targets = targets(spec);
     let threshold = spec.threshold.unwrap_or(0.7);
     let min = spec.min_text_length.unwrap_or(10) as usize;
-    let checked: Vec<bool> = {
-        let is_checked = checked(messages, spec.last_message_only);
-        (0..messages.len()).map(is_checked).collect()
-    };
+    let checked = checked(messages, spec.last_message_only);
     for (message, check) in messages.iter_mut().zip(checked) {
         let text = message_text(message);
-        if !check || text.chars().map(char::len_utf16).sum::<usize>() < min {
+        if !check || utf16_len(&text) < min {
             continue;
         }
         let instructions = spec.instructions.as_deref().unwrap_or(DEFAULT_INSTRUCTIONS);
@@ -165,19 +159,13 @@ pub async fn messages(
             prompt_injection: false,
             temperature: Some(0.0),
         };
-        let answer = match asked.send(agents, cancel).await {
-            Ok(answer) => answer,
-            Err(error) => {
-                on_error(
-                    spec.error_strategy,
-                    &error,
-                    "[LanguageDetector] Detection agent failed, assuming target language:",
-                    "Language detection failed because the internal model call failed",
-                    ID,
-                )?;
-                Value::Null
-            }
+        let failure = OnFailure {
+            strategy: spec.error_strategy,
+            warning: "[LanguageDetector] Detection agent failed, assuming target language:",
+            abort_reason: "Language detection failed because the internal model call failed",
+            processor_id: ID,
         };
+        let answer = asked.answer(agents, cancel, failure).await?;
         // JavaScript truthiness throughout: 0, "" and null are all "not given".
         let iso = answer["iso_code"].as_str().filter(|s| !s.is_empty());
         let translated = answer["translated_text"]
@@ -210,12 +198,10 @@ pub async fn messages(
             LanguageStrategy::Detect => info!("[LanguageDetector] {alert}"),
             LanguageStrategy::Warn => warn!("[LanguageDetector] Non-target language: {alert}"),
             LanguageStrategy::Block => {
-                return Err(Tripwire {
-                    reason: format!("Non-target language detected: {alert}"),
-                    retry: false,
-                    metadata: None,
-                    processor_id: ID.to_owned(),
-                });
+                return Err(Tripwire::block(
+                    ID,
+                    format!("Non-target language detected: {alert}"),
+                ));
             }
             LanguageStrategy::Translate => match translated {
                 Some(text) => {

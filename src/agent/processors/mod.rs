@@ -42,6 +42,18 @@ pub struct Tripwire {
     pub processor_id: String,
 }
 
+impl Tripwire {
+    /// A built-in processor's abort: no retry, no data.
+    pub fn block(processor_id: &str, reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            retry: false,
+            metadata: None,
+            processor_id: processor_id.to_owned(),
+        }
+    }
+}
+
 /// One compiled processor.
 #[derive(Debug)]
 pub enum Processor {
@@ -332,6 +344,12 @@ impl OutputStream {
         out.texts.push(text);
         Ok(())
     }
+}
+
+/// Length in UTF-16 code units, as JavaScript measures strings (the reference's offsets,
+/// windows and limits are all in these units).
+pub(super) fn utf16_len(text: &str) -> usize {
+    text.chars().map(char::len_utf16).sum()
 }
 
 /// Keeps the latest stream parts a moderation window needs.

@@ -9,8 +9,8 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::Tripwire;
-use super::detector::{Ask, checked, message_text, on_error};
+use super::detector::{Ask, OnFailure, add_nullable_string, checked, message_text};
+use super::{Tripwire, utf16_len};
 use crate::agent::Agents;
 use crate::agent::message::{Message, Part};
 use crate::config::{PiiRedaction, PiiSpec, PiiStrategy};
@@ -74,13 +74,11 @@ fn schema(spec: &PiiSpec) -> Value {
         "additionalProperties": false,
     });
     if redact {
-        detection["properties"]["redacted_value"] = json!({"anyOf": [
-            {"description": "Redacted version of the value", "type": "string"},
-            {"type": "null"},
-        ]});
-        if let Some(required) = detection["required"].as_array_mut() {
-            required.push(json!("redacted_value"));
-        }
+        add_nullable_string(
+            &mut detection,
+            "redacted_value",
+            "Redacted version of the value",
+        );
     }
     let mut schema = json!({
         "$schema": "http://json-schema.org/draft-07/schema#",
@@ -120,13 +118,11 @@ fn schema(spec: &PiiSpec) -> Value {
         "additionalProperties": false,
     });
     if redact {
-        schema["properties"]["redacted_content"] = json!({"anyOf": [
-            {"description": "The content with all PII redacted according to the redaction method", "type": "string"},
-            {"type": "null"},
-        ]});
-        if let Some(required) = schema["required"].as_array_mut() {
-            required.push(json!("redacted_content"));
-        }
+        add_nullable_string(
+            &mut schema,
+            "redacted_content",
+            "The content with all PII redacted according to the redaction method",
+        );
     }
     schema
 }
@@ -145,10 +141,7 @@ pub async fn messages(
     cancel: &CancellationToken,
 ) -> Result<(), Tripwire> {
     let threshold = spec.threshold.unwrap_or(0.6);
-    let checked: Vec<bool> = {
-        let is_checked = checked(messages, spec.last_message_only);
-        (0..messages.len()).map(is_checked).collect()
-    };
+    let checked = checked(messages, spec.last_message_only);
     let mut kept = Vec::with_capacity(messages.len());
     for (mut message, check) in std::mem::take(messages).into_iter().zip(checked) {
         let text = message_text(&message);
@@ -164,19 +157,13 @@ pub async fn messages(
             prompt_injection: spec.json_prompt_injection,
             temperature: Some(0.0),
         };
-        let answer = match asked.send(agents, cancel).await {
-            Ok(answer) => answer,
-            Err(error) => {
-                on_error(
-                    spec.error_strategy,
-                    &error,
-                    "[PIIDetector] Detection agent failed, allowing content:",
-                    "PII detection failed because the internal model call failed",
-                    ID,
-                )?;
-                Value::Null
-            }
+        let failure = OnFailure {
+            strategy: spec.error_strategy,
+            warning: "[PIIDetector] Detection agent failed, allowing content:",
+            abort_reason: "PII detection failed because the internal model call failed",
+            processor_id: ID,
         };
+        let answer = asked.answer(agents, cancel, failure).await?;
         let detections: Vec<Value> = answer["detections"].as_array().cloned().unwrap_or_default();
         let scores: Vec<(&str, f64)> = answer["categories"]
             .as_array()
@@ -211,12 +198,7 @@ pub async fn messages(
         }
         match spec.strategy {
             PiiStrategy::Block => {
-                return Err(Tripwire {
-                    reason: alert,
-                    retry: false,
-                    metadata: None,
-                    processor_id: ID.to_owned(),
-                });
+                return Err(Tripwire::block(ID, alert));
             }
             PiiStrategy::Warn => {
                 warn!("[PIIDetector] {alert}");
@@ -355,11 +337,7 @@ fn mask(value: &str, kind: &str, preserve_format: bool) -> String {
             };
             let domain: Vec<&str> = parts[1].split('.').collect();
             let masked_domain = if domain.len() > 1 {
-                format!(
-                    "{}.{}",
-                    stars(domain[0].encode_utf16().count()),
-                    domain[1..].join(".")
-                )
+                format!("{}.{}", stars(utf16_len(domain[0])), domain[1..].join("."))
             } else {
                 "***".to_owned()
             };

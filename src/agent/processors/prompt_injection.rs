@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::detector::Scored;
+use super::detector::{Scored, add_nullable_string};
 use crate::config::{DetectorSpec, DetectorStrategy};
 
 /// The reference's attack types (after OWASP LLM01).
@@ -110,18 +110,11 @@ pub fn schema(spec: &DetectorSpec) -> Value {
         "additionalProperties": false,
     });
     if spec.strategy == DetectorStrategy::Rewrite {
-        schema["properties"]["rewritten_content"] = json!({
-            "anyOf": [
-                {
-                    "description": "The rewritten content that neutralizes the attack while preserving any legitimate user intent",
-                    "type": "string",
-                },
-                {"type": "null"},
-            ],
-        });
-        if let Some(required) = schema["required"].as_array_mut() {
-            required.push(json!("rewritten_content"));
-        }
+        add_nullable_string(
+            &mut schema,
+            "rewritten_content",
+            "The rewritten content that neutralizes the attack while preserving any legitimate user intent",
+        );
     }
     schema
 }

@@ -6,7 +6,7 @@
 use serde_json::{Map, Value, json};
 use tracing::warn;
 
-use super::Tripwire;
+use super::{Tripwire, utf16_len};
 use crate::agent::message::{Message, Part, Role};
 use crate::config::{RegexFilterSpec, RegexPhase, RegexStrategy};
 
@@ -274,13 +274,14 @@ impl RegexFilter {
         metadata.insert("matches".into(), Value::Array(matches));
         metadata.insert("strategy".into(), json!("block"));
         Tripwire {
-            reason: format!(
-                "Regex filter: blocked {context} matching patterns: {}",
-                names.join(", ")
-            ),
-            retry: false,
             metadata: Some(Box::new(metadata)),
-            processor_id: ID.into(),
+            ..Tripwire::block(
+                ID,
+                format!(
+                    "Regex filter: blocked {context} matching patterns: {}",
+                    names.join(", ")
+                ),
+            )
         }
     }
 }
@@ -369,11 +370,6 @@ fn replacement(text: &str, region: &Region<'_>) -> String {
         }
         _ => plain.to_owned(),
     }
-}
-
-/// Length in UTF-16 code units, as JavaScript measures strings.
-pub fn utf16_len(text: &str) -> usize {
-    text.chars().map(char::len_utf16).sum()
 }
 
 /// The byte offset of the character boundary at (or just before) `units` UTF-16 code units.

@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use super::Tripwire;
-use super::detector::{Ask, checked, on_error};
+use super::detector::{Ask, OnFailure, add_nullable_string, checked};
+use super::{Tripwire, utf16_len};
 use crate::agent::Agents;
 use crate::agent::message::{Message, Part, Role};
 use crate::config::{ScrubRedaction, ScrubStrategy, ScrubberSpec};
@@ -61,13 +61,7 @@ fn schema(spec: &ScrubberSpec) -> Value {
         "additionalProperties": false,
     });
     if redact {
-        item["properties"]["redacted_value"] = json!({"anyOf": [
-            {"description": "Redacted value if available", "type": "string"},
-            {"type": "null"},
-        ]});
-        if let Some(required) = item["required"].as_array_mut() {
-            required.push(json!("redacted_value"));
-        }
+        add_nullable_string(&mut item, "redacted_value", "Redacted value if available");
     }
     let mut schema = json!({
         "$schema": "http://json-schema.org/draft-07/schema#",
@@ -83,13 +77,7 @@ fn schema(spec: &ScrubberSpec) -> Value {
         "additionalProperties": false,
     });
     if redact {
-        schema["properties"]["redacted_content"] = json!({"anyOf": [
-            {"description": "Redacted content", "type": "string"},
-            {"type": "null"},
-        ]});
-        if let Some(required) = schema["required"].as_array_mut() {
-            required.push(json!("redacted_content"));
-        }
+        add_nullable_string(&mut schema, "redacted_content", "Redacted content");
     }
     schema
 }
@@ -110,22 +98,17 @@ async fn detect(
         // The reference's scrubber sets no temperature.
         temperature: None,
     };
-    match asked.send(agents, cancel).await {
-        Ok(answer) => Ok(answer["detections"]
-            .as_array()
-            .is_some_and(|d| !d.is_empty())
-            .then_some(answer)),
-        Err(error) => {
-            on_error(
-                spec.error_strategy,
-                &error,
-                "[SystemPromptScrubber] Detection agent failed:",
-                "System prompt detection failed because the internal model call failed",
-                ID,
-            )?;
-            Ok(None)
-        }
-    }
+    let failure = OnFailure {
+        strategy: spec.error_strategy,
+        warning: "[SystemPromptScrubber] Detection agent failed:",
+        abort_reason: "System prompt detection failed because the internal model call failed",
+        processor_id: ID,
+    };
+    let answer = asked.answer(agents, cancel, failure).await?;
+    Ok(answer["detections"]
+        .as_array()
+        .is_some_and(|d| !d.is_empty())
+        .then_some(answer))
 }
 
 /// What a leak does to `text`: `Err` stops the run, `Ok(None)` drops it, else the text to keep.
@@ -141,12 +124,10 @@ fn verdict(
         .map(|d| d["type"].as_str().unwrap_or(""))
         .collect();
     match spec.strategy {
-        ScrubStrategy::Block => Err(Tripwire {
-            reason: format!("System prompt detected: {}", types.join(", ")),
-            retry: false,
-            metadata: None,
-            processor_id: ID.to_owned(),
-        }),
+        ScrubStrategy::Block => Err(Tripwire::block(
+            ID,
+            format!("System prompt detected: {}", types.join(", ")),
+        )),
         ScrubStrategy::Filter => Ok(None),
         ScrubStrategy::Warn => {
             let place = if streaming {
@@ -198,9 +179,7 @@ fn redact(spec: &ScrubberSpec, text: &str, detections: &[Value]) -> String {
         };
         let (start, end) = (clamp(&d["start"]), clamp(&d["end"]));
         let replacement: String = match spec.redaction_method {
-            ScrubRedaction::Mask => {
-                "*".repeat(d["value"].as_str().map_or(0, |v| v.encode_utf16().count()))
-            }
+            ScrubRedaction::Mask => "*".repeat(d["value"].as_str().map_or(0, utf16_len)),
             ScrubRedaction::Placeholder => d["redacted_value"]
                 .as_str()
                 .filter(|v| !v.is_empty())
@@ -229,10 +208,7 @@ pub async fn messages(
     messages: &mut Vec<Message>,
     cancel: &CancellationToken,
 ) -> Result<(), Tripwire> {
-    let checked: Vec<bool> = {
-        let is_checked = checked(messages, spec.last_message_only);
-        (0..messages.len()).map(is_checked).collect()
-    };
+    let checked = checked(messages, spec.last_message_only);
     let mut kept = Vec::with_capacity(messages.len());
     for (mut message, check) in std::mem::take(messages).into_iter().zip(checked) {
         let text: String = message

@@ -29,10 +29,8 @@ const NOTHING_FITS: &str = "TokenLimiterProcessor: No messages fit within the re
 
 fn tripwire(reason: &str, metadata: Option<Map<String, Value>>) -> Tripwire {
     Tripwire {
-        reason: reason.to_owned(),
-        retry: false,
         metadata: metadata.map(Box::new),
-        processor_id: ID.into(),
+        ..Tripwire::block(ID, reason)
     }
 }
 

@@ -8,6 +8,7 @@ use std::collections::HashSet;
 use std::sync::OnceLock;
 
 use super::unicode::is_js_space;
+use super::utf16_len;
 
 /// Characters per token of a word in no listed language.
 const DEFAULT_CHARS_PER_TOKEN: f64 = 6.0;
@@ -158,10 +159,6 @@ fn is_number(segment: &str) -> bool {
 fn ceil(x: f64) -> u64 {
     // Token counts are small and non-negative.
     x.ceil() as u64
-}
-
-fn utf16_len(text: &str) -> usize {
-    text.chars().map(char::len_utf16).sum()
 }
 
 /// `tokenx`'s CJK class (UTF-16 code units, so astral characters never match).

@@ -120,14 +120,7 @@ impl Runner {
                 Context::ProcessInput(context),
             )
             .await?;
-        if let Some(abort) = answer.abort {
-            return Err(Halt::Tripped(tripwire(id, abort)));
-        }
-        if let Some(list) = answer.messages {
-            let replaced = parsed(id, "process_input", &list, messages)?;
-            *messages = replaced;
-        }
-        Ok(())
+        rewrite_or_stop(id, "process_input", answer, messages)
     }
 
     /// The output processors on a step's answer, before its tools run.
@@ -245,14 +238,7 @@ impl Runner {
                 Context::ProcessOutputResult(context),
             )
             .await?;
-        if let Some(abort) = answer.abort {
-            return Err(Halt::Tripped(tripwire(id, abort)));
-        }
-        if let Some(list) = answer.messages {
-            let replaced = parsed(id, "process_output_result", &list, response)?;
-            *response = replaced;
-        }
-        Ok(())
+        rewrite_or_stop(id, "process_output_result", answer, response)
     }
 
     /// An output processor asked for another answer: the step stays in `steps` as a retry
@@ -350,6 +336,23 @@ impl Runner {
             _ => Ok(pb::ProcessorAnswer::default()),
         }
     }
+}
+
+/// What a rewriting hook processor's answer does: an abort stops the run, messages replace
+/// `messages`.
+fn rewrite_or_stop(
+    id: &str,
+    stage: &str,
+    answer: pb::ProcessorAnswer,
+    messages: &mut Vec<Message>,
+) -> Result<(), Halt> {
+    if let Some(abort) = answer.abort {
+        return Err(Halt::Tripped(tripwire(id, abort)));
+    }
+    if let Some(list) = answer.messages {
+        *messages = parsed(id, stage, &list, messages)?;
+    }
+    Ok(())
 }
 
 /// A hook processor's abort as a tripwire.
