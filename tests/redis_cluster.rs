@@ -140,8 +140,9 @@ async fn a_slot_migration_under_load_loses_no_acknowledged_write() {
         };
         // While the cluster client refreshes its slot map after the move, a call may fail
         // UNAVAILABLE (retryable, as gRPC clients treat it): a bounded retry, as a client would.
-        // A page reads each listed thread in its own slot, a hundred pipelines at once; on a
-        // loaded machine they have taken over three 2 s call timeouts to settle.
+        // A page reads each listed thread in its own slot, a hundred pipelines at once; under
+        // load that has wedged redis-rs's cluster client for good, which the store notices and
+        // replaces within about two call timeouts.
         let deadline = tokio::time::Instant::now() + LISTING_SETTLES;
         let page = loop {
             match threads_client.list_threads(request.clone()).await {

@@ -45,6 +45,7 @@ use super::{
     Versioned,
 };
 
+mod cluster;
 mod codec;
 mod conn;
 mod failover;

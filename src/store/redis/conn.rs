@@ -1,7 +1,7 @@
 //! The connections behind the Redis store. Every form of deployment answers one
 //! `ConnectionLike` ([`Conn`]), so scripts, commands and pipelines run unchanged on one node, a
-//! cluster (which follows MOVED/ASK and refreshes its slot map by itself) or a master found
-//! through Sentinel ([`Failover`]).
+//! cluster (which follows MOVED/ASK and refreshes its slot map by itself; [`Cluster`] replaces
+//! it when it wedges) or a master found through Sentinel ([`Failover`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,10 +12,10 @@ use futures::stream::{self, BoxStream, StreamExt};
 use redis::aio::{
     ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection,
 };
-use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 
+use super::cluster::Cluster;
 use super::failover::Failover;
 use super::hub::Hub;
 use super::target::RedisTarget;
@@ -144,8 +144,8 @@ pub(super) enum Backend {
     Node(Arc<Node>),
     /// A Redis Cluster: commands, and sharded pub/sub through one shared RESP3 connection.
     Cluster {
-        /// Routes each command by its keys' slot.
-        conn: ClusterConnection,
+        /// Routes each command by its keys' slot (replaced when it wedges).
+        conn: Cluster,
         /// Fans sharded messages out to the store's subscribers.
         hub: Arc<Hub>,
     },
@@ -166,19 +166,7 @@ impl Backend {
                 Ok(Self::Node(Arc::new(node)))
             }
             RedisTarget::Cluster(nodes) => {
-                let builder = ClusterClientBuilder::new(nodes.clone())
-                    .connection_timeout(options.connect_timeout)
-                    .response_timeout(options.response_timeout)
-                    // By default a request's redirections, slot refreshes and retries must all
-                    // fit in one response timeout; the store's call timeout bounds them instead.
-                    .overall_response_timeout(None)
-                    .retries(3)
-                    .min_retry_wait(20)
-                    .max_retry_wait(250);
-                let client = builder.build().map_err(invalid)?;
-                let conn = with_deadline(options.call_timeout, client.get_async_connection())
-                    .await
-                    .map_err(super::store_err)?;
+                let conn = Cluster::connect(nodes, *options).await?;
                 let hub = Hub::connect(nodes, options).await?;
                 Ok(Self::Cluster { conn, hub })
             }
@@ -192,7 +180,7 @@ impl Backend {
     pub(super) fn conn(&self) -> Conn {
         match self {
             Self::Node(node) => Conn::Node(node.conn.clone()),
-            Self::Cluster { conn, .. } => Conn::Cluster(conn.clone()),
+            Self::Cluster { conn, .. } => Conn::Cluster(conn.current()),
             Self::Sentinel(failover) => Conn::Node(failover.current().conn.clone()),
         }
     }
@@ -202,10 +190,13 @@ impl Backend {
         matches!(self, Self::Cluster { .. })
     }
 
-    /// Reports a failed call, so that Sentinel can look for a new master.
+    /// Reports a failed call, so that Sentinel can look for a new master and a wedged cluster
+    /// connection gets replaced.
     pub(super) fn failed(&self, error: &RedisError) {
-        if let Self::Sentinel(failover) = self {
-            failover.failed(error);
+        match self {
+            Self::Node(_) => {}
+            Self::Cluster { conn, .. } => conn.failed(error),
+            Self::Sentinel(failover) => failover.failed(error),
         }
     }
 
