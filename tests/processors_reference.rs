@@ -399,6 +399,7 @@ fn travel_prompt() -> Vec<Message> {
                 args: json!({}),
                 result,
                 is_error: false,
+                model_output: None,
             }],
         );
         m.id = id.into();

@@ -16,6 +16,8 @@ pub enum Producer {
     Agent,
     /// agentd itself (the task-list signal).
     System,
+    /// A tool's streamed output (a sub-agent's chunks), as the reference marks it.
+    User,
 }
 
 /// A citation the provider returned.
@@ -51,6 +53,8 @@ pub enum Event {
         thread_id: String,
         /// Resource, when the run has memory.
         resource_id: String,
+        /// For a sub-agent's run: the supervisor's run and call.
+        parent: Option<(String, String)>,
     },
     /// A step (model call) starts.
     StepStart {
@@ -144,6 +148,17 @@ pub enum Event {
     HookError(HookNote),
     /// A processor stopped the run.
     Tripwire(super::processors::Tripwire),
+    /// A chunk of a sub-agent's run, while its delegation call runs.
+    ToolOutput {
+        /// The delegation call.
+        tool_call_id: String,
+        /// The delegation tool.
+        tool_name: String,
+        /// The sub-agent.
+        agent_id: String,
+        /// The sub-run's own chunk.
+        chunk: Box<crate::pb::Chunk>,
+    },
     /// The run ended (or suspended); carries the whole result.
     Finish(Box<RunResult>),
 }
@@ -153,6 +168,8 @@ impl Event {
     pub fn producer(&self) -> Producer {
         match self {
             Self::Data { kind, .. } if *kind == "data-signal" => Producer::System,
+            // As the reference marks a tool's streamed output.
+            Self::ToolOutput { .. } => Producer::User,
             _ => Producer::Agent,
         }
     }

@@ -94,6 +94,10 @@ pub enum Part {
         /// True for failed or unknown tools.
         #[serde(default)]
         is_error: bool,
+        /// What the model reads instead of the result, when that differs (a sub-agent's
+        /// answer: its text, not the whole result object).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model_output: Option<String>,
     },
 }
 
@@ -200,12 +204,13 @@ impl Message {
                     if let Part::ToolResult {
                         tool_call_id,
                         result,
+                        model_output,
                         ..
                     } = part
                     {
                         out.push(ChatMessage::tool(
                             tool_call_id.clone(),
-                            tool_content(result),
+                            model_output.clone().unwrap_or_else(|| tool_content(result)),
                         ));
                     }
                 }
@@ -336,6 +341,7 @@ pub fn sanitize_history(messages: Vec<Message>, filter_incomplete: bool) -> Vec<
                         args: args.clone(),
                         result: serde_json::json!({"status": "pending"}),
                         is_error: false,
+                        model_output: None,
                     });
                 }
                 kept || !filter_incomplete
@@ -427,6 +433,7 @@ mod tests {
             args: json!({}),
             result: json!({"ok": true}),
             is_error: false,
+            model_output: None,
         }
     }
 

@@ -4,6 +4,7 @@
 pub mod auto_resume;
 pub mod completion;
 pub mod decision;
+pub mod delegation;
 pub mod emit;
 pub mod error;
 pub mod event;
@@ -55,6 +56,8 @@ pub struct AgentDef {
     pub embedder: Option<Arc<dyn crate::model::Embedder>>,
     /// Its processors, compiled once for its runs (`None`: it has none).
     pub processors: Option<Arc<processors::Chain>>,
+    /// Its sub-agents' tools (`agent-{key}`), offered after every other tool.
+    pub sub_agents: Vec<ToolSpec>,
 }
 
 impl AgentDef {
@@ -205,6 +208,14 @@ impl Agents {
                         .as_deref()
                         .and_then(|spec| crate::memory::build_embedder(config, spec)),
                     processors: (!chain.is_empty()).then(|| Arc::new(chain)),
+                    sub_agents: a
+                        .sub_agents
+                        .iter()
+                        .filter_map(|(key, id)| {
+                            let sub = config.agents.iter().find(|s| &s.id == id)?;
+                            Some(delegation::tool(key, sub))
+                        })
+                        .collect(),
                 }),
             );
         }

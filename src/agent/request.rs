@@ -210,6 +210,23 @@ pub struct RunRequest {
     /// The request's processor lists and retries, each replacing the agent's.
     #[serde(default, skip_serializing_if = "ProcessorOverrides::is_empty")]
     pub processors: ProcessorOverrides,
+    /// Set on a sub-agent's run: the supervisor's run and call that started it (never from a
+    /// client).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentLink>,
+}
+
+/// The supervisor's side of a sub-agent's run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParentLink {
+    /// The supervisor's run.
+    pub run_id: String,
+    /// Its delegation call.
+    pub tool_call_id: String,
+    /// The delegation tool (`agent-{key}`).
+    pub tool_name: String,
+    /// Levels of supervisors above this run (1: a direct sub-agent of a top-level run).
+    pub depth: u32,
 }
 
 impl RunRequest {

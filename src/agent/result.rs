@@ -195,6 +195,7 @@ mod tests {
             args: json!({}),
             result,
             is_error,
+            model_output: None,
         }
     }
 

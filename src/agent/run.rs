@@ -4,6 +4,7 @@
 //! aborted or failed. A suspended run returns its state; [`Runner::resume`] continues it.
 
 mod completion;
+mod delegation;
 mod hooks;
 mod memory;
 mod model_call;
@@ -37,6 +38,7 @@ use crate::store::{Store, ThreadKey};
 use crate::tasklist::{TaskList, TaskLists};
 use crate::telemetry;
 
+pub use delegation::Delegator;
 pub(super) use hooks::StepOverrides;
 use processors::{Halt, StepVerdict};
 pub use tool_calls::offered_tools;
@@ -116,6 +118,10 @@ pub struct Runner {
     broken_processors: Option<String>,
     /// The output processors' view of the stream, when some watch it.
     stream_guard: Option<OutputStream>,
+    /// Starts sub-agents' runs (`None`: delegation calls fail).
+    delegator: Option<Arc<dyn Delegator>>,
+    /// `on_delegation_complete` bailed: the run ends after the current step.
+    bail: std::sync::atomic::AtomicBool,
 }
 
 /// Keeps a run's durable points, so that another replica can continue it.
@@ -193,7 +199,15 @@ impl Runner {
             processors,
             broken_processors,
             stream_guard,
+            delegator: None,
+            bail: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Starts sub-agents' runs through `delegator`.
+    pub fn with_delegator(mut self, delegator: Arc<dyn Delegator>) -> Self {
+        self.delegator = Some(delegator);
+        self
     }
 
     /// Resolves models named by hooks and judges among these agents' providers.
@@ -227,6 +241,12 @@ impl Runner {
             agent_id: self.agent.config.id.clone(),
             thread_id: memory.map(|m| m.thread_id.clone()).unwrap_or_default(),
             resource_id: memory.map(|m| m.resource_id.clone()).unwrap_or_default(),
+            parent: self
+                .state
+                .request
+                .parent
+                .as_ref()
+                .map(|p| (p.run_id.clone(), p.tool_call_id.clone())),
         })
         .await;
         if let Err(failure) = Box::pin(self.recall()).await {
@@ -385,8 +405,11 @@ impl Runner {
             .flatten();
         // `continue: false` with feedback last step: this step ends the run unless the hook
         // now says continue.
-        let stop =
-            stop.or(std::mem::take(&mut self.stop_after_next).then_some(StopCause::Condition));
+        // A bailing delegation ends the run after this step, as the reference's `bail()`.
+        let bailed = self.bail.swap(false, std::sync::atomic::Ordering::Relaxed);
+        let stop = stop
+            .or(std::mem::take(&mut self.stop_after_next).then_some(StopCause::Condition))
+            .or(bailed.then_some(StopCause::Condition));
         let verdict = match self.on_iteration(&step, wants_more, stop).await {
             Ok(verdict) => verdict,
             Err(failure) => return Some(self.failed_noting(em, failure).await),

@@ -6,6 +6,7 @@
 
 mod abort;
 mod decide;
+mod delegate;
 mod lease;
 mod observe;
 mod prepare;
@@ -295,8 +296,12 @@ impl Runtime {
 
     /// Runs a launch in the background, streaming to the returned client stream.
     fn spawn(self: &Arc<Self>, launch: Launch) -> ChunkStream {
+        self.spawn_with(launch, CancellationToken::new())
+    }
+
+    /// [`Runtime::spawn`], stopped when `cancel` is (a sub-agent's run: its supervisor's).
+    fn spawn_with(self: &Arc<Self>, launch: Launch, cancel: CancellationToken) -> ChunkStream {
         let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
-        let cancel = CancellationToken::new();
         let reason = Arc::new(Mutex::new(None));
         let on_disconnect = launch.state.request.on_disconnect;
         let run_id = launch.record.run_id.clone();
@@ -383,6 +388,7 @@ impl Runtime {
             self.limits.hook_deadline,
             meta,
         );
+        let has_sub_agents = !agent.sub_agents.is_empty();
         let runner = Runner::new(
             run_id.clone(),
             agent,
@@ -396,6 +402,14 @@ impl Runtime {
         .with_agents(self.agents.clone())
         .with_hooks(hooks)
         .with_checkpoint(checkpoint);
+        // Only supervisors pay for delegation.
+        let runner = if has_sub_agents {
+            runner.with_delegator(Arc::new(delegate::ChildRuns {
+                runtime: self.clone(),
+            }))
+        } else {
+            runner
+        };
         // Boxed, as the tail below: a run's task holds only what the step it waits in needs
         // (an idle stream's memory is mostly this future).
         let outcome = match entry {

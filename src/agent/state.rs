@@ -41,9 +41,24 @@ pub struct ResultRecord {
     pub result: Value,
     /// True for failed, unknown or declined tools and error results.
     pub is_error: bool,
+    /// What the model reads instead of `result`, when that differs (a sub-agent's text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_output: Option<String>,
 }
 
 impl ResultRecord {
+    /// The result of `call`.
+    pub fn of(call: &CallRecord, result: Value, is_error: bool) -> Self {
+        Self {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            args: call.args.clone(),
+            result,
+            is_error,
+            model_output: None,
+        }
+    }
+
     /// Whether the tool produced an output (an error result of a tool that ran counts): false
     /// for unknown tools, unparsable arguments, failures and declined calls, whose result is
     /// the text the model reads instead.

@@ -473,6 +473,7 @@ mod tests {
             args: json!({}),
             result: json!({"echoed": "weather?"}),
             is_error: false,
+            model_output: None,
         };
         let steps = [
             step("", vec![call], vec![result]),

@@ -29,6 +29,8 @@ pub enum ToolKind {
     WorkingMemory(Arc<working::Settings>),
     /// Executed by the caller: the run suspends until ApprovalService.Resume.
     Client,
+    /// A sub-agent: the call is a child run (see `run/delegation.rs`).
+    SubAgent(Arc<crate::agent::delegation::SubAgent>),
 }
 
 /// The four task operations.
@@ -176,6 +178,11 @@ impl ToolSpec {
                 }
                 ToolKind::Client => Err(format!(
                     "Tool \"{}\" is executed by the client and cannot run on the server",
+                    self.name()
+                )),
+                // The runner delegates before it would get here.
+                ToolKind::SubAgent(_) => Err(format!(
+                    "Tool \"{}\" delegates to a sub-agent and runs in the agent loop",
                     self.name()
                 )),
             }

@@ -30,6 +30,7 @@ pub fn chunk(run_id: &str, sequence: u64, event: &Event) -> pb::Chunk {
     let from = match event.producer() {
         Producer::Agent => pb::ChunkFrom::Agent,
         Producer::System => pb::ChunkFrom::System,
+        Producer::User => pb::ChunkFrom::User,
     };
     let metadata = match event {
         Event::StructuringObject(_) => {
@@ -55,11 +56,17 @@ fn payload(event: &Event) -> Payload {
             agent_id,
             thread_id,
             resource_id,
-        } => Payload::Start(pb::StartChunk {
-            agent_id: agent_id.clone(),
-            thread_id: thread_id.clone(),
-            resource_id: resource_id.clone(),
-        }),
+            parent,
+        } => {
+            let (parent_run_id, parent_tool_call_id) = parent.clone().unwrap_or_default();
+            Payload::Start(pb::StartChunk {
+                agent_id: agent_id.clone(),
+                thread_id: thread_id.clone(),
+                resource_id: resource_id.clone(),
+                parent_run_id,
+                parent_tool_call_id,
+            })
+        }
         Event::StepStart { index, message_id } => Payload::StepStart(pb::StepStartChunk {
             step_index: *index,
             message_id: message_id.clone(),
@@ -142,6 +149,17 @@ fn payload(event: &Event) -> Payload {
         Event::CompletionCheck(c) => Payload::IsTaskComplete(completion_check(c)),
         Event::HookError(n) => Payload::HookError(hook_error(n)),
         Event::Tripwire(t) => Payload::Tripwire(tripwire(t)),
+        Event::ToolOutput {
+            tool_call_id,
+            tool_name,
+            agent_id,
+            chunk,
+        } => Payload::ToolOutput(Box::new(pb::ToolOutputChunk {
+            tool_call_id: tool_call_id.clone(),
+            tool_name: tool_name.clone(),
+            agent_id: agent_id.clone(),
+            chunk: Some(chunk.clone()),
+        })),
     }
 }
 
@@ -343,6 +361,7 @@ pub fn result(r: &ResultRecord) -> pb::ToolResult {
         args: Some(to_proto_value(&r.args)),
         result: Some(to_proto_value(&r.result)),
         is_error: r.is_error,
+        model_output: r.model_output.clone(),
     }
 }
 

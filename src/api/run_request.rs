@@ -145,6 +145,7 @@ pub fn run_request(req: pb::GenerateRequest, limits: &Limits) -> Result<RunReque
         // The caller's, set by the handler: the request does not say who it is.
         tenant: String::new(),
         processors,
+        parent: None,
     })
 }
 

@@ -62,6 +62,13 @@ pub struct AgentConfig {
     /// a tripwire, as the reference's default).
     #[serde(default)]
     pub max_processor_retries: Option<u32>,
+    /// Agents it may delegate to, by key: each is offered to its model as the tool
+    /// `agent-{key}` (`researcher = "research-agent"`).
+    #[serde(default)]
+    pub sub_agents: super::delegation::SubAgents,
+    /// How it delegates to its sub-agents.
+    #[serde(default)]
+    pub delegation: super::delegation::DelegationConfig,
 }
 
 /// A tool executed by POSTing its call to an HTTP endpoint.

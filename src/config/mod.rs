@@ -14,6 +14,7 @@ use crate::store::redis::RedisTarget;
 
 mod agent;
 mod auth;
+mod delegation;
 mod detectors;
 mod mcp;
 mod memory;
@@ -28,6 +29,7 @@ pub use agent::{
 };
 pub(crate) use auth::parse_digest;
 pub use auth::{ASYMMETRIC_ALGORITHMS, AuthConfig, JwtConfig, TenantConfig};
+pub use delegation::{DelegationConfig, SUB_AGENT_TOOL_PREFIX, SubAgents};
 pub use detectors::{
     DetectorErrorStrategy, DetectorSpec, DetectorStrategy, LanguageSpec, LanguageStrategy,
     PiiRedaction, PiiSpec, PiiStrategy, ScrubRedaction, ScrubStrategy, ScrubberSpec,
@@ -177,6 +179,8 @@ overrides! {
     run_lease_ms: u64 => limits.run_lease_ms, "AGENTD_RUN_LEASE_MS";
     /// Milliseconds between a replica's looks for runs whose lease ended.
     takeover_interval_ms: u64 => limits.takeover_interval_ms, "AGENTD_TAKEOVER_INTERVAL_MS";
+    /// Most levels of sub-agents below a supervisor.
+    max_delegation_depth: u32 => limits.max_delegation_depth, "AGENTD_MAX_DELEGATION_DEPTH";
 }
 
 /// An optional setting given a value.
@@ -440,6 +444,9 @@ pub struct Limits {
     pub run_lease_ms: u64,
     /// How often each replica looks for runs whose lease ended, in milliseconds.
     pub takeover_interval_ms: u64,
+    /// Most levels of sub-agents below a supervisor (checked at start-up on the configured
+    /// `sub_agents`).
+    pub max_delegation_depth: u32,
 }
 
 impl Default for Limits {
@@ -458,6 +465,7 @@ impl Default for Limits {
             hook_deadline_ms: 10_000,
             run_lease_ms: 10_000,
             takeover_interval_ms: 1_000,
+            max_delegation_depth: 3,
         }
     }
 }
@@ -604,6 +612,7 @@ impl Config {
         }
         mcp::validate_servers(&self.mcp_servers)?;
         agent::validate_agents(&self.agents, &providers, &self.mcp_servers)?;
+        delegation::validate(&self.agents, self.limits.max_delegation_depth)?;
         Ok(())
     }
 }

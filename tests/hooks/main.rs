@@ -1,13 +1,14 @@
 //! Run hooks on a real server: a gRPC client answering hook calls on GenerateWithHooks /
 //! ContinueWithHooks, and agents' webhooks served by a real HTTP server. The scripted model
 //! records every request, so each test checks what the model reads. One binary, a file per
-//! concern: `loop_hooks.rs` (tool hooks, iterations, prepare_step, continuations),
+//! concern: `delegation.rs` (sub-agents), `loop_hooks.rs` (tool hooks, iterations, prepare_step, continuations),
 //! `scorers.rs` (completion checks), `faults.rs` (deadlines, policies, bad answers),
 //! `webhooks.rs`.
 
 #[path = "../support/mod.rs"]
 mod support;
 
+mod delegation;
 mod faults;
 mod loop_hooks;
 mod processors;

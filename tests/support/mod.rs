@@ -235,6 +235,7 @@ pub fn kinds(chunks: &[pb::Chunk]) -> Vec<&'static str> {
             Some(Payload::File(_)) => "file",
             Some(Payload::IsTaskComplete(_)) => "is-task-complete",
             Some(Payload::HookError(_)) => "hook-error",
+            Some(Payload::ToolOutput(_)) => "tool-output",
             None => "none",
         })
         .collect()

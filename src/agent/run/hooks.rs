@@ -53,11 +53,11 @@ pub(super) enum BeforeTool {
 }
 
 impl Runner {
-    fn handles(&self, kind: pb::HookKind) -> bool {
+    pub(super) fn handles(&self, kind: pb::HookKind) -> bool {
         self.hooks.as_ref().is_some_and(|h| h.handles(kind))
     }
 
-    async fn hook(
+    pub(super) async fn hook(
         &self,
         kind: pb::HookKind,
         context: Context,
@@ -82,7 +82,7 @@ impl Runner {
         self.state.conversation().map(wire::message).collect()
     }
 
-    fn agent_name(&self) -> String {
+    pub(super) fn agent_name(&self) -> String {
         self.agent
             .config
             .name

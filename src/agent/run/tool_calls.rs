@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use serde_json::Value;
+use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::hooks::BeforeTool;
@@ -58,6 +59,7 @@ pub fn offered_tools(agent: &AgentDef, request: &RunRequest) -> Vec<ToolSpec> {
         .cloned()
         .chain(working)
         .chain(client)
+        .chain(agent.sub_agents.iter().cloned())
         .filter(|t| request.active_tools.is_empty() || request.active_tools.contains(&t.def.name))
         .collect()
 }
@@ -155,13 +157,7 @@ impl Runner {
                     true,
                 ),
             };
-            done.push(ResultRecord {
-                id: call.id.clone(),
-                name: call.name.clone(),
-                args: call.args.clone(),
-                result,
-                is_error,
-            });
+            done.push(ResultRecord::of(call, result, is_error));
         }
         // The suffix stays for the rest of the run, as the reference keeps it for the turn.
         done
@@ -195,6 +191,8 @@ impl Runner {
         let decisions: HashMap<&str, &PendingCall> =
             pending.iter().map(|p| (p.call.id.as_str(), p)).collect();
         let calls = step.tool_calls.clone();
+        // Sub-agents' chunks, streamed while their delegation calls run.
+        let (outputs, mut streamed) = mpsc::unbounded_channel();
         // Boxed so the stream's type does not carry the closure's lifetimes (keeps it Send).
         let jobs: Vec<CallFuture<'_>> = calls
             .iter()
@@ -206,15 +204,28 @@ impl Runner {
                 let decision = decisions
                     .get(call.id.as_str())
                     .and_then(|p| p.decision.clone());
-                Box::pin(self.resolve_call(call, decision)) as CallFuture<'_>
+                Box::pin(self.resolve_call(call, decision, outputs.clone())) as CallFuture<'_>
             })
             .collect();
+        drop(outputs);
         let mut results = futures::stream::iter(jobs).buffered(concurrency);
-        while let Some((record, denied)) = tokio::select! {
-            biased;
-            () = self.cancel.cancelled() => None,
-            next = results.next() => next,
-        } {
+        loop {
+            let next = tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => None,
+                Some(output) = streamed.recv() => {
+                    em.emit(output).await;
+                    continue;
+                }
+                next = results.next() => next,
+            };
+            let Some((record, denied)) = next else {
+                break;
+            };
+            // A finished delegation's last chunks come before its result.
+            while let Ok(output) = streamed.try_recv() {
+                em.emit(output).await;
+            }
             let event = match denied {
                 Some(reason) => Event::ToolDenied {
                     record: record.clone(),
@@ -238,14 +249,9 @@ impl Runner {
         &self,
         call: &CallRecord,
         decision: Option<Decision>,
+        outputs: mpsc::UnboundedSender<Event>,
     ) -> (ResultRecord, Option<String>) {
-        let record = |result: Value, is_error: bool| ResultRecord {
-            id: call.id.clone(),
-            name: call.name.clone(),
-            args: call.args.clone(),
-            result,
-            is_error,
-        };
+        let record = |result: Value, is_error: bool| ResultRecord::of(call, result, is_error);
         match decision {
             Some(Decision::Declined(reason)) => {
                 return (record(Value::String(reason.clone()), true), Some(reason));
@@ -270,14 +276,32 @@ impl Runner {
             &call.args.to_string(),
         );
         let started = std::time::Instant::now();
+        let mut model_output = None;
         let output = match self.before_tool(call).instrument(span.clone()).await {
             BeforeTool::Skip(output) => Ok(output),
             BeforeTool::Proceed => {
-                let output = spec
-                    .execute(&self.env, &call.id, &call.args, &self.cancel)
-                    .instrument(span.clone())
-                    .await;
-                self.after_tool(call, output).instrument(span.clone()).await
+                let output = match &spec.kind {
+                    ToolKind::SubAgent(sub) => {
+                        let delegated = self
+                            .delegate(call, sub, &outputs)
+                            .instrument(span.clone())
+                            .await;
+                        model_output = delegated.model_output;
+                        delegated.output
+                    }
+                    _ => {
+                        spec.execute(&self.env, &call.id, &call.args, &self.cancel)
+                            .instrument(span.clone())
+                            .await
+                    }
+                };
+                let before = model_output.is_some().then(|| output.clone());
+                let after = self.after_tool(call, output).instrument(span.clone()).await;
+                // A hook that replaced a sub-agent's result replaced what the model reads too.
+                if before.is_some_and(|b| b != after) {
+                    model_output = None;
+                }
+                after
             }
         };
         // Client-defined names would make metric labels unbounded.
@@ -285,7 +309,8 @@ impl Runner {
             ToolKind::Http(_)
             | ToolKind::Task(_)
             | ToolKind::Mcp(_)
-            | ToolKind::WorkingMemory(_) => call.name.as_str(),
+            | ToolKind::WorkingMemory(_)
+            | ToolKind::SubAgent(_) => call.name.as_str(),
             ToolKind::Client => "client",
         };
         telemetry::metrics().tool_call(label, started.elapsed(), output.is_err());
@@ -296,7 +321,9 @@ impl Runner {
                     telemetry::GEN_AI_TOOL_CALL_RESULT,
                     &result.to_string(),
                 );
-                (record(result, is_error), None)
+                let mut record = record(result, is_error);
+                record.model_output = model_output;
+                (record, None)
             }
             Err(error) => {
                 telemetry::record_error(&span, &error);
@@ -346,6 +373,7 @@ pub(super) fn tool_message(results: &[ResultRecord]) -> Message {
                 args: r.args.clone(),
                 result: r.result.clone(),
                 is_error: r.is_error,
+                model_output: r.model_output.clone(),
             })
             .collect(),
     )

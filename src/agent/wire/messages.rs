@@ -108,12 +108,14 @@ fn part(p: &Part) -> pb::Part {
             args,
             result,
             is_error,
+            model_output,
         } => Kind::ToolResult(pb::ToolResult {
             tool_call_id: tool_call_id.clone(),
             tool_name: tool_name.clone(),
             args: Some(to_proto_value(args)),
             result: Some(to_proto_value(result)),
             is_error: *is_error,
+            model_output: model_output.clone(),
         }),
     };
     pb::Part { kind: Some(kind) }
@@ -217,6 +219,7 @@ fn part_from(p: &pb::Part, field: &str) -> Result<Part, (String, String)> {
             args: value(&r.args),
             result: value(&r.result),
             is_error: r.is_error,
+            model_output: r.model_output.clone(),
         },
     })
 }
