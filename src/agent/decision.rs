@@ -46,6 +46,8 @@ pub fn resume_schema(pending: &PendingCall) -> Value {
     match pending.kind {
         PendingKind::Approval => approval_resume_schema(),
         PendingKind::ClientTool => pending.resume_schema.clone().unwrap_or_else(|| json!({})),
+        // Nothing answers it from outside.
+        PendingKind::SubAgent => json!({}),
     }
 }
 

@@ -6,13 +6,16 @@
 
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::message::{Message, Part, Role};
 use super::state::ResultRecord;
 use super::tools::{ToolKind, ToolSpec};
 use crate::config::{AgentConfig, SUB_AGENT_TOOL_PREFIX};
+use crate::json::from_proto_value;
 use crate::model::ToolDefinition;
+use crate::pb;
 
 /// The reason a rejected delegation gives when its hook names none.
 pub const DEFAULT_REJECTION: &str = "Delegation rejected by onDelegationStart hook";
@@ -217,6 +220,82 @@ impl Outcome {
             thread_id,
             resource_id,
             tool_results: Vec::new(),
+        }
+    }
+}
+
+/// How a sub-agent's run ended, as its supervisor needs it: read from its `finish` chunk
+/// while the supervisor follows it, or handed to a suspended supervisor when the run ends
+/// after decisions of its own (then stored in the supervisor's record).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SubRunEnd {
+    /// The sub-run.
+    pub run_id: String,
+    /// Its answer.
+    pub text: String,
+    /// Its finish reason (`agentd.v1.FinishReason`).
+    pub finish_reason: i32,
+    /// Why it did not succeed (failed, aborted), when it did not.
+    pub error: Option<String>,
+    /// It waits for decisions of its own.
+    pub suspended: bool,
+    /// Its tool results, every step's, in order.
+    pub tool_results: Vec<ResultRecord>,
+    /// Its tokens.
+    pub usage: crate::model::Usage,
+    /// The thread and resource the supervisor's result names for it (set when it is handed
+    /// to a waiting supervisor).
+    #[serde(default)]
+    pub sub_memory: (String, String),
+}
+
+impl SubRunEnd {
+    /// The end a sub-run's `finish` reports.
+    pub fn from_finish(run_id: &str, result: &pb::GenerateResult) -> Self {
+        let reason = pb::FinishReason::try_from(result.finish_reason);
+        let error = match (&result.error, reason) {
+            (Some(error), _) => Some(error.message.clone()),
+            (None, Ok(pb::FinishReason::Aborted)) => Some("the sub-agent's run was aborted".into()),
+            _ => None,
+        };
+        let usage = result.total_usage.unwrap_or_default();
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        Self {
+            run_id: run_id.to_owned(),
+            text: result.text.clone(),
+            finish_reason: result.finish_reason,
+            error,
+            suspended: reason == Ok(pb::FinishReason::Suspended),
+            tool_results: result
+                .steps
+                .iter()
+                .flat_map(|s| &s.tool_results)
+                .map(|r| ResultRecord {
+                    id: r.tool_call_id.clone(),
+                    name: r.tool_name.clone(),
+                    args: r.args.as_ref().map_or(Value::Null, from_proto_value),
+                    result: r.result.as_ref().map_or(Value::Null, from_proto_value),
+                    is_error: r.is_error,
+                    model_output: None,
+                })
+                .collect(),
+            usage: crate::model::Usage {
+                input_tokens: count(usage.input_tokens),
+                output_tokens: count(usage.output_tokens),
+                total_tokens: count(usage.total_tokens),
+                ..Default::default()
+            },
+            sub_memory: Default::default(),
+        }
+    }
+
+    /// A sub-run that could not run or be followed.
+    pub fn failed(run_id: &str, why: String) -> Self {
+        Self {
+            run_id: run_id.to_owned(),
+            finish_reason: pb::FinishReason::Error.into(),
+            error: Some(why),
+            ..Self::default()
         }
     }
 }

@@ -109,6 +109,12 @@ impl Emitter {
     pub fn detach(&mut self) {
         self.client = None;
     }
+
+    /// Detaches the client and hands it over (a sub-agent's stream goes on with its
+    /// supervisor's continuation).
+    pub fn take_client(&mut self) -> Option<ClientSender> {
+        self.client.take()
+    }
 }
 
 /// Completes when every chunk emitted before the emitter was dropped is in the store.

@@ -206,6 +206,14 @@ impl RunRecord {
                 )));
             }
             (PendingKind::Approval, Decision::Resumed(data)) => decision::from_resume_data(&data)?,
+            (PendingKind::SubAgent, decision @ Decision::Delegated(_)) => decision,
+            (PendingKind::SubAgent, _) => {
+                let sub = pending.sub_run_id.clone().unwrap_or_default();
+                return Err(RunError::FailedPrecondition(format!(
+                    "tool call {call_id:?} waits for sub-agent run {sub:?}: decide that run's calls"
+                )));
+            }
+            (_, Decision::Delegated(_)) => return Err(not_waiting()),
             (_, decision) => decision,
         });
         self.updated_at_ms = now_ms;
@@ -255,6 +263,7 @@ mod tests {
             kind,
             decision: None,
             resume_schema: None,
+            sub_run_id: None,
         }
     }
 
@@ -280,6 +289,7 @@ mod tests {
             },
             done: Vec::new(),
             pending: calls,
+            announced: Vec::new(),
         });
         record.end(RunEnd::Suspended, Some(state), 7, 10, 1000);
         record

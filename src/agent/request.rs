@@ -227,6 +227,16 @@ pub struct ParentLink {
     pub tool_name: String,
     /// Levels of supervisors above this run (1: a direct sub-agent of a top-level run).
     pub depth: u32,
+    /// The thread the supervisor's result names for this run (`{thread}-{uuid}`, or a bare
+    /// uuid without memory).
+    pub sub_thread_id: String,
+    /// The resource the supervisor's result names for this run (`{resource}-{key}`).
+    pub sub_resource_id: String,
+    /// The top supervisor's thread and resource, where pending decisions of the whole tree
+    /// are listed (empty without memory).
+    pub root_thread_id: String,
+    /// See `root_thread_id`.
+    pub root_resource_id: String,
 }
 
 impl RunRequest {

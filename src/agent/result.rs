@@ -245,11 +245,13 @@ mod tests {
             kind: PendingKind::Approval,
             decision: decided.then_some(crate::agent::state::Decision::Approved),
             resume_schema: None,
+            sub_run_id: None,
         };
         s.open_step = Some(OpenStep {
             step: step(1, "B", vec![]),
             done: Vec::new(),
             pending: vec![pending("x", true), pending("y", false)],
+            announced: Vec::new(),
         });
         let r = RunResult::of("run", &s, RunEnd::Suspended);
         assert!(r.text.is_empty() && r.steps.is_empty());

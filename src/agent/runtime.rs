@@ -26,6 +26,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, warn};
 
+use super::delegation::SubRunEnd;
 use super::emit::{ClientSender, Emitter};
 use super::error::RunError;
 use super::event::Event;
@@ -389,6 +390,11 @@ impl Runtime {
             meta,
         );
         let has_sub_agents = !agent.sub_agents.is_empty();
+        // A sub-agent's run continued after decisions hands its end to its waiting supervisor.
+        let parent = match entry {
+            Entry::Resume | Entry::Checkpoint => state.request.parent.clone(),
+            Entry::Start => None,
+        };
         let runner = Runner::new(
             run_id.clone(),
             agent,
@@ -451,14 +457,28 @@ impl Runtime {
                     warn!(run_id = %answered, error = %e, "could not end a run answered by auto-resume");
                 }
             }
+            let handoff = parent
+                .filter(|_| record.status != RunStatus::Suspended)
+                .map(|link| {
+                    let end = SubRunEnd::from_finish(&run_id, &super::wire::generate_result(&result));
+                    (link, end)
+                });
             em.emit(Event::Finish(Box::new(result))).await;
             if record.status != RunStatus::Suspended {
                 em.complete();
             }
             self.deregister(&run_id);
+            let client = if handoff.is_some() {
+                em.take_client()
+            } else {
+                None
+            };
             drop(em);
             flush.wait().await;
             drop(permit);
+            if let Some((link, end)) = handoff {
+                self.hand_off(&link, &end, client).await;
+            }
             info!(
                 run_id = %run_id,
                 agent = %record.agent_id,

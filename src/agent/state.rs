@@ -147,6 +147,9 @@ pub enum PendingKind {
     Approval,
     /// A client tool: Resume with the result.
     ClientTool,
+    /// A delegation whose sub-agent's run waits for decisions of its own; it continues when
+    /// that run ends.
+    SubAgent,
 }
 
 /// A decision on a pending call.
@@ -158,6 +161,9 @@ pub enum Decision {
     Declined(String),
     /// The caller supplied the result.
     Resumed(Value),
+    /// The sub-agent's run of a delegation ended (a [`crate::agent::delegation::SubRunEnd`]);
+    /// only the runtime records it.
+    Delegated(Value),
 }
 
 /// A tool call waiting for a decision.
@@ -172,6 +178,9 @@ pub struct PendingCall {
     /// For a client tool: the JSON Schema of the answer (none: any value).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_schema: Option<Value>,
+    /// For a delegation: the sub-agent's run it waits for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_run_id: Option<String>,
 }
 
 /// A client-tool call of an earlier run of the thread, still waiting, that this run's model
@@ -195,6 +204,10 @@ pub struct OpenStep {
     pub done: Vec<ResultRecord>,
     /// Calls waiting for decisions, in call order.
     pub pending: Vec<PendingCall>,
+    /// Calls of `done` whose chunks were already streamed (they ran before the step
+    /// suspended on a sub-agent): not streamed again when it continues.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub announced: Vec<String>,
 }
 
 /// Everything needed to continue a run elsewhere.

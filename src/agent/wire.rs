@@ -238,6 +238,7 @@ pub fn suspension(p: &PendingCall) -> pb::ToolSuspension {
     let kind = match p.kind {
         PendingKind::Approval => pb::SuspensionKind::Approval,
         PendingKind::ClientTool => pb::SuspensionKind::ClientTool,
+        PendingKind::SubAgent => pb::SuspensionKind::SubAgent,
     };
     pb::ToolSuspension {
         tool_call_id: p.call.id.clone(),
@@ -245,6 +246,7 @@ pub fn suspension(p: &PendingCall) -> pb::ToolSuspension {
         args: Some(to_proto_value(&p.call.args)),
         resume_schema: struct_of(&decision::resume_schema(p)),
         kind: kind.into(),
+        sub_run_id: p.sub_run_id.clone().unwrap_or_default(),
     }
 }
 

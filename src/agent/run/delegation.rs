@@ -3,10 +3,12 @@
 //! the forwarded context, the child runs as a run of its own (its record, its log for Observe,
 //! aborted with its supervisor, traced under the call's span) while its chunks stream into the
 //! supervisor's stream, and `on_delegation_complete` may replace its text, leave feedback for
-//! the supervisor's later turns, or stop the supervisor after this step.
+//! the supervisor's later turns, or stop the supervisor after this step. A child that suspends
+//! for decisions suspends the supervisor on the call; the runtime hands the child's end back
+//! when it ends (`resume_delegation`).
 
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::Value;
@@ -15,16 +17,16 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use super::Runner;
-use crate::agent::delegation::{self, Args, DEFAULT_REJECTION, Outcome, SubAgent};
+use crate::agent::delegation::{self, Args, DEFAULT_REJECTION, Outcome, SubAgent, SubRunEnd};
 use crate::agent::error::RunError;
 use crate::agent::event::Event;
 use crate::agent::message::{Message, Part, Role};
 use crate::agent::request::{MemoryRequest, OnDisconnect, ParentLink, RunRequest};
 use crate::agent::runtime::ChunkStream;
-use crate::agent::state::{CallRecord, ResultRecord};
+use crate::agent::state::CallRecord;
 use crate::agent::tools::ToolOutput;
 use crate::agent::wire;
-use crate::json::{from_proto_value, to_proto_struct};
+use crate::json::to_proto_struct;
 use crate::pb;
 use crate::pb::chunk::Payload;
 use crate::pb::hook_answer::Answer;
@@ -44,12 +46,14 @@ pub trait Delegator: Send + Sync {
 }
 
 /// A delegation's result: the tool's output, and the text the supervisor's model reads
-/// instead of the whole result object.
+/// instead of the whole result object; or the sub-run it waits for.
 pub(super) struct Delegated {
     /// The tool output (an `Err` is the error text the model reads).
     pub output: Result<ToolOutput, String>,
     /// What the model reads in place of the output, when that differs.
     pub model_output: Option<String>,
+    /// The sub-agent's run waits for decisions of its own: the supervisor suspends on it.
+    pub waiting_on: Option<String>,
 }
 
 impl Delegated {
@@ -57,6 +61,7 @@ impl Delegated {
         Self {
             output: Err(text),
             model_output: None,
+            waiting_on: None,
         }
     }
 }
@@ -67,12 +72,6 @@ struct Plan {
     instructions: Option<String>,
     max_steps: Option<u32>,
     context: Vec<Message>,
-}
-
-/// What the child run ended with, read from its `finish`.
-struct ChildEnd {
-    result: pb::GenerateResult,
-    error: Option<String>,
 }
 
 impl Runner {
@@ -101,14 +100,7 @@ impl Runner {
                 format!("{}-{}", slug(&self.agent.config.id), sub.key),
             ),
         };
-        // The supervisor's prompt of this step: everything but the step's own answer.
-        let prompt: Vec<&Message> = self.state.prompt_messages().collect();
-        let before_answer = prompt.len().saturating_sub(1);
-        let context = delegation::context_messages(
-            &self.system_messages(),
-            prompt[..before_answer].iter().copied(),
-        );
-        let iteration = delegation::iteration(&context);
+        let (context, iteration) = self.delegation_context();
         // The model's step cap is bounded by the sub-agent's default; the hook's is not.
         let cap = agent.config.default_options.max_steps;
         let plan = Plan {
@@ -127,6 +119,7 @@ impl Runner {
                         result: rejected_result(&outcome),
                         is_error: false,
                     }),
+                    waiting_on: None,
                 };
             }
             Err(Rejection::Failed(text)) => return Delegated::failed(text),
@@ -168,12 +161,7 @@ impl Runner {
             // The child's stream is this call: when the supervisor stops reading, it stops.
             on_disconnect: OnDisconnect::Abort,
             tenant: self.state.request.tenant.clone(),
-            parent: Some(ParentLink {
-                run_id: self.run_id.clone(),
-                tool_call_id: call.id.clone(),
-                tool_name: call.name.clone(),
-                depth: self.state.request.parent.as_ref().map_or(0, |p| p.depth) + 1,
-            }),
+            parent: Some(self.link(call, &thread_id, &resource_id)),
             ..RunRequest::default()
         };
         let started = Instant::now();
@@ -182,40 +170,80 @@ impl Runner {
             .await
         {
             Ok(stream) => self.follow_child(stream, call, sub, outputs).await,
-            Err(e) => ChildEnd {
-                result: pb::GenerateResult::default(),
-                error: Some(e.to_string()),
-            },
+            Err(e) => SubRunEnd::failed("", e.to_string()),
         };
+        if end.suspended {
+            return Delegated {
+                output: Err(format!("waiting for sub-agent run {}", end.run_id)),
+                model_output: None,
+                waiting_on: Some(end.run_id),
+            };
+        }
+        let ids = (thread_id, resource_id);
+        self.conclude(
+            call,
+            sub,
+            &plan.prompt,
+            end,
+            ids,
+            started.elapsed(),
+            iteration,
+        )
+        .await
+    }
+
+    /// Continues a delegation whose sub-run ended after decisions of its own (`end`, a
+    /// [`SubRunEnd`] the runtime recorded on this run's waiting call).
+    pub(super) async fn resume_delegation(
+        &self,
+        call: &CallRecord,
+        sub: &SubAgent,
+        end: Value,
+    ) -> Delegated {
+        let end: SubRunEnd = match serde_json::from_value(end) {
+            Ok(end) => end,
+            Err(_) => {
+                return Delegated::failed(delegation::failed_text(&self.agent_name(), &sub.key));
+            }
+        };
+        let prompt = Args::parse(&call.args)
+            .map(|a| a.prompt)
+            .unwrap_or_default();
+        let (_, iteration) = self.delegation_context();
+        let ids = end.sub_memory.clone();
+        self.conclude(call, sub, &prompt, end, ids, Duration::ZERO, iteration)
+            .await
+    }
+
+    /// The end of a delegation: `on_delegation_complete`, then the tool's result.
+    #[allow(clippy::too_many_arguments)]
+    async fn conclude(
+        &self,
+        call: &CallRecord,
+        sub: &SubAgent,
+        prompt: &str,
+        end: SubRunEnd,
+        (thread_id, resource_id): (String, String),
+        took: Duration,
+        iteration: u32,
+    ) -> Delegated {
         let mut outcome = Outcome {
-            text: end.result.text.clone(),
+            text: end.text.clone(),
             thread_id,
             resource_id,
-            tool_results: end
-                .result
-                .steps
-                .iter()
-                .flat_map(|s| &s.tool_results)
-                .map(|r| ResultRecord {
-                    id: r.tool_call_id.clone(),
-                    name: r.tool_name.clone(),
-                    args: r.args.as_ref().map_or(Value::Null, from_proto_value),
-                    result: r.result.as_ref().map_or(Value::Null, from_proto_value),
-                    is_error: r.is_error,
-                    model_output: None,
-                })
-                .collect(),
+            tool_results: end.tool_results.clone(),
         };
         let replaced = self
-            .on_delegation_complete(call, sub, &plan.prompt, &outcome, &end, started, iteration)
+            .on_delegation_complete(call, sub, prompt, &outcome, &end, took, iteration)
             .await;
-        if let Some(text) = replaced {
-            outcome.text = text.clone();
-            if end.error.is_some() {
-                return Delegated::failed(text);
+        let failed = end.error.is_some();
+        match replaced {
+            Some(text) if failed => return Delegated::failed(text),
+            Some(text) => outcome.text = text,
+            None if failed => {
+                return Delegated::failed(delegation::failed_text(&self.agent_name(), &sub.key));
             }
-        } else if end.error.is_some() {
-            return Delegated::failed(failed());
+            None => {}
         }
         let model_output = (!self.agent.config.delegation.include_sub_agent_tool_results)
             .then(|| outcome.text.clone());
@@ -225,6 +253,43 @@ impl Runner {
                 is_error: false,
             }),
             model_output,
+            waiting_on: None,
+        }
+    }
+
+    /// The context a delegation of this step forwards (the supervisor's prompt of the step:
+    /// everything but the step's own answer), and its `iteration`.
+    fn delegation_context(&self) -> (Vec<Message>, u32) {
+        let prompt: Vec<&Message> = self.state.prompt_messages().collect();
+        let before_answer = prompt.len().saturating_sub(1);
+        let context = delegation::context_messages(
+            &self.system_messages(),
+            prompt[..before_answer].iter().copied(),
+        );
+        let iteration = delegation::iteration(&context);
+        (context, iteration)
+    }
+
+    /// The link a sub-run of `call` keeps to this run.
+    fn link(&self, call: &CallRecord, thread_id: &str, resource_id: &str) -> ParentLink {
+        let own = self.state.request.parent.as_ref();
+        let memory = self.state.request.memory.as_ref();
+        let (root_thread_id, root_resource_id) = match own {
+            Some(p) => (p.root_thread_id.clone(), p.root_resource_id.clone()),
+            None => (
+                memory.map(|m| m.thread_id.clone()).unwrap_or_default(),
+                memory.map(|m| m.resource_id.clone()).unwrap_or_default(),
+            ),
+        };
+        ParentLink {
+            run_id: self.run_id.clone(),
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            depth: own.map_or(0, |p| p.depth) + 1,
+            sub_thread_id: thread_id.to_owned(),
+            sub_resource_id: resource_id.to_owned(),
+            root_thread_id,
+            root_resource_id,
         }
     }
 
@@ -235,22 +300,17 @@ impl Runner {
         call: &CallRecord,
         sub: &SubAgent,
         outputs: &mpsc::UnboundedSender<Event>,
-    ) -> ChildEnd {
-        let mut end = ChildEnd {
-            result: pb::GenerateResult::default(),
-            error: Some("the sub-agent's run ended without a result".to_owned()),
-        };
+    ) -> SubRunEnd {
+        let mut end = None;
+        let mut run_id = String::new();
         while let Some(item) = stream.next().await {
             let chunk = match item {
                 Ok(chunk) => chunk,
-                Err(e) => {
-                    end.error = Some(e.to_string());
-                    break;
-                }
+                Err(e) => return SubRunEnd::failed(&run_id, e.to_string()),
             };
+            run_id.clone_from(&chunk.run_id);
             if let Some(Payload::Finish(result)) = &chunk.payload {
-                end.error = finish_error(result);
-                end.result = result.clone();
+                end = Some(SubRunEnd::from_finish(&chunk.run_id, result));
             }
             // The supervisor's stream may be gone (it is aborting): the child stops with it.
             let _ = outputs.send(Event::ToolOutput {
@@ -260,7 +320,9 @@ impl Runner {
                 chunk: Box::new(chunk),
             });
         }
-        end
+        end.unwrap_or_else(|| {
+            SubRunEnd::failed(&run_id, "the sub-agent's run ended without a result".into())
+        })
     }
 
     /// `on_delegation_start`: reject, or change the prompt, instructions and step cap.
@@ -381,8 +443,8 @@ impl Runner {
         sub: &SubAgent,
         prompt: &str,
         outcome: &Outcome,
-        end: &ChildEnd,
-        started: Instant,
+        end: &SubRunEnd,
+        took: Duration,
         iteration: u32,
     ) -> Option<String> {
         let kind = pb::HookKind::OnDelegationComplete;
@@ -414,12 +476,12 @@ impl Runner {
             primitive_id: sub.agent_id.clone(),
             prompt: prompt.to_owned(),
             result_text: outcome.text.clone(),
-            finish_reason: end.result.finish_reason,
+            finish_reason: end.finish_reason,
             sub_agent_thread_id: outcome.thread_id.clone(),
             sub_agent_resource_id: outcome.resource_id.clone(),
             sub_agent_tool_results: outcome.tool_results.iter().map(wire::result).collect(),
-            usage: end.result.total_usage,
-            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            usage: Some(wire::usage(end.usage)),
+            duration_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
             success: end.error.is_none(),
             error: end.error.clone(),
             iteration,
@@ -494,21 +556,6 @@ fn rejected_result(outcome: &Outcome) -> Value {
         map.remove("subAgentToolResults");
     }
     result
-}
-
-/// Why a child's run did not succeed, from its `finish`: failed or aborted.
-fn finish_error(result: &pb::GenerateResult) -> Option<String> {
-    if let Some(error) = &result.error {
-        return Some(error.message.clone());
-    }
-    match pb::FinishReason::try_from(result.finish_reason) {
-        Ok(pb::FinishReason::Aborted) => Some("the sub-agent's run was aborted".to_owned()),
-        Ok(pb::FinishReason::Suspended) => Some(
-            "the sub-agent's run is waiting for a decision, which delegations do not support yet"
-                .to_owned(),
-        ),
-        _ => None,
-    }
 }
 
 /// An agent id as the reference slugs it into a sub-run's resource without memory.

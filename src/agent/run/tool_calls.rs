@@ -1,5 +1,7 @@
 //! A step's tool calls: which tools are offered, which calls wait for a decision (approval or
-//! a client tool), and running the rest concurrently, in call order, with their chunks.
+//! a client tool), and running the rest concurrently, in call order, with their chunks (a
+//! delegation's sub-agent chunks as they come); a delegation whose sub-agent waits for
+//! decisions makes the step wait for it.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -31,7 +33,19 @@ use crate::telemetry;
 /// approval (the reference's default).
 const DEFAULT_TOOL_CONCURRENCY: usize = 10;
 
-type CallFuture<'a> = Pin<Box<dyn Future<Output = (ResultRecord, Option<String>)> + Send + 'a>>;
+type CallFuture<'a> = Pin<Box<dyn Future<Output = Resolved> + Send + 'a>>;
+
+/// What settling one call gave.
+// One per call, moved straight into the step: boxing the common variant would only add an
+// allocation.
+#[allow(clippy::large_enum_variant)]
+enum Resolved {
+    /// Its result; `Some(reason)` when it was declined.
+    Result(ResultRecord, Option<String>),
+    /// A delegation whose sub-agent's run waits for decisions (this run id): the step
+    /// suspends on it.
+    Waiting(String),
+}
 
 /// The tools offered to the model: the agent's and the request's client tools, filtered by
 /// `active_tools`.
@@ -79,6 +93,7 @@ impl Runner {
                     call: call.clone(),
                     kind,
                     decision: None,
+                    sub_run_id: None,
                     resume_schema: self
                         .offered
                         .iter()
@@ -91,6 +106,7 @@ impl Runner {
             step,
             done,
             pending,
+            announced: Vec::new(),
         };
         if open.pending.is_empty() {
             // Durable before any call has effects outside agentd: a takeover runs this step's
@@ -109,7 +125,7 @@ impl Runner {
         for p in &open.pending {
             let event = match p.kind {
                 PendingKind::Approval => Event::ApprovalRequested(p.clone()),
-                PendingKind::ClientTool => Event::Suspended(p.clone()),
+                PendingKind::ClientTool | PendingKind::SubAgent => Event::Suspended(p.clone()),
             };
             em.emit(event).await;
         }
@@ -186,6 +202,7 @@ impl Runner {
             mut step,
             pending,
             done,
+            announced,
         } = open;
         let concurrency = self.concurrency();
         let decisions: HashMap<&str, &PendingCall> =
@@ -199,7 +216,8 @@ impl Runner {
             .map(|call| {
                 if let Some(known) = done.iter().find(|r| r.id == call.id) {
                     let known = known.clone();
-                    return Box::pin(async move { (known, None) }) as CallFuture<'_>;
+                    return Box::pin(async move { Resolved::Result(known, None) })
+                        as CallFuture<'_>;
                 }
                 let decision = decisions
                     .get(call.id.as_str())
@@ -208,6 +226,7 @@ impl Runner {
             })
             .collect();
         drop(outputs);
+        let mut waiting: Vec<PendingCall> = Vec::new();
         let mut results = futures::stream::iter(jobs).buffered(concurrency);
         loop {
             let next = tokio::select! {
@@ -219,12 +238,32 @@ impl Runner {
                 }
                 next = results.next() => next,
             };
-            let Some((record, denied)) = next else {
+            let Some(resolved) = next else {
                 break;
             };
             // A finished delegation's last chunks come before its result.
             while let Ok(output) = streamed.try_recv() {
                 em.emit(output).await;
+            }
+            let (record, denied) = match resolved {
+                Resolved::Result(record, denied) => (record, denied),
+                Resolved::Waiting(sub_run) => {
+                    let index = step.tool_results.len() + waiting.len();
+                    if let Some(call) = step.tool_calls.get(index) {
+                        waiting.push(PendingCall {
+                            call: call.clone(),
+                            kind: PendingKind::SubAgent,
+                            decision: None,
+                            resume_schema: None,
+                            sub_run_id: Some(sub_run),
+                        });
+                    }
+                    continue;
+                }
+            };
+            if announced.contains(&record.id) {
+                step.tool_results.push(record);
+                continue;
             }
             let event = match denied {
                 Some(reason) => Event::ToolDenied {
@@ -241,30 +280,54 @@ impl Runner {
         if self.cancel.is_cancelled() {
             return ToolPhase::Aborted;
         }
+        if !waiting.is_empty() {
+            // Sub-agents wait for decisions: the step waits for them, keeping what the other
+            // calls gave (streamed already).
+            for p in &waiting {
+                em.emit(Event::Suspended(p.clone())).await;
+            }
+            let done = std::mem::take(&mut step.tool_results);
+            let announced = done.iter().map(|r| r.id.clone()).collect();
+            return ToolPhase::Suspend(OpenStep {
+                step,
+                done,
+                pending: waiting,
+                announced,
+            });
+        }
         ToolPhase::Done(step)
     }
 
-    /// One call's result: `(record, Some(reason))` when it was declined.
+    /// One call's result (with the reason when it was declined), or the sub-run it waits for.
     async fn resolve_call(
         &self,
         call: &CallRecord,
         decision: Option<Decision>,
         outputs: mpsc::UnboundedSender<Event>,
-    ) -> (ResultRecord, Option<String>) {
+    ) -> Resolved {
         let record = |result: Value, is_error: bool| ResultRecord::of(call, result, is_error);
+        let spec = self.offered.iter().find(|t| t.def.name == call.name);
         match decision {
             Some(Decision::Declined(reason)) => {
-                return (record(Value::String(reason.clone()), true), Some(reason));
+                return Resolved::Result(record(Value::String(reason.clone()), true), Some(reason));
             }
-            Some(Decision::Resumed(data)) => return (record(data, false), None),
+            Some(Decision::Resumed(data)) => return Resolved::Result(record(data, false), None),
+            Some(Decision::Delegated(end)) => {
+                let Some(ToolKind::SubAgent(sub)) = spec.map(|s| &s.kind) else {
+                    let text = format!("Tool \"{}\" is no longer a sub-agent", call.name);
+                    return Resolved::Result(record(Value::String(text), true), None);
+                };
+                let delegated = self.resume_delegation(call, sub, end).await;
+                return delegated_result(call, delegated);
+            }
             Some(Decision::Approved) | None => {}
         }
         if let Some(error) = &call.args_error {
-            return (record(Value::String(error.clone()), true), None);
+            return Resolved::Result(record(Value::String(error.clone()), true), None);
         }
-        let Some(spec) = self.offered.iter().find(|t| t.def.name == call.name) else {
+        let Some(spec) = spec else {
             let names: Vec<&str> = self.offered.iter().map(|t| t.name()).collect();
-            return (
+            return Resolved::Result(
                 record(Value::String(unknown_tool_text(&call.name, &names)), true),
                 None,
             );
@@ -286,6 +349,9 @@ impl Runner {
                             .delegate(call, sub, &outputs)
                             .instrument(span.clone())
                             .await;
+                        if let Some(sub_run) = delegated.waiting_on {
+                            return Resolved::Waiting(sub_run);
+                        }
                         model_output = delegated.model_output;
                         delegated.output
                     }
@@ -323,11 +389,11 @@ impl Runner {
                 );
                 let mut record = record(result, is_error);
                 record.model_output = model_output;
-                (record, None)
+                Resolved::Result(record, None)
             }
             Err(error) => {
                 telemetry::record_error(&span, &error);
-                (record(Value::String(error), true), None)
+                Resolved::Result(record(Value::String(error), true), None)
             }
         }
     }
@@ -359,6 +425,22 @@ impl Runner {
             .filter(|n| *n > 0)
             .unwrap_or(DEFAULT_TOOL_CONCURRENCY)
     }
+}
+
+/// A continued delegation's result.
+fn delegated_result(call: &CallRecord, delegated: super::delegation::Delegated) -> Resolved {
+    if let Some(sub_run) = delegated.waiting_on {
+        return Resolved::Waiting(sub_run);
+    }
+    let record = match delegated.output {
+        Ok(ToolOutput { result, is_error }) => {
+            let mut record = ResultRecord::of(call, result, is_error);
+            record.model_output = delegated.model_output;
+            record
+        }
+        Err(error) => ResultRecord::of(call, Value::String(error), true),
+    };
+    Resolved::Result(record, None)
 }
 
 /// The tool message carrying a step's results.

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use super::{CONTROL_CHANNEL, Runtime, decode_record};
+use crate::agent::delegation::SubRunEnd;
 use crate::agent::error::RunError;
 use crate::agent::event::Event;
 use crate::agent::message::now_ms;
@@ -21,7 +22,7 @@ use crate::store::{Cas, Versioned};
 
 impl Runtime {
     /// Stops a run from any replica; false when it had already ended.
-    pub async fn abort(&self, run_id: &str, reason: &str) -> Result<bool, RunError> {
+    pub async fn abort(self: &Arc<Self>, run_id: &str, reason: &str) -> Result<bool, RunError> {
         let why = if reason.is_empty() {
             "Aborted by request"
         } else {
@@ -48,7 +49,7 @@ impl Runtime {
                 }
                 Ok(true)
             }
-            RunStatus::Suspended => self.abort_suspended(doc, record, why).await,
+            RunStatus::Suspended => self.abort_suspended(doc, record, why, true).await,
         }
     }
 
@@ -81,7 +82,22 @@ impl Runtime {
 
     /// Ends a run if it is still suspended (its waiting call was answered elsewhere); false
     /// when it no longer waits.
-    pub(super) async fn end_suspended(&self, run_id: &str, why: &str) -> Result<bool, RunError> {
+    pub(super) async fn end_suspended(
+        self: &Arc<Self>,
+        run_id: &str,
+        why: &str,
+    ) -> Result<bool, RunError> {
+        self.end_suspended_as(run_id, why, true).await
+    }
+
+    /// [`Runtime::end_suspended`]; a sub-agent's run tells its waiting supervisor when
+    /// `tell_parent`.
+    async fn end_suspended_as(
+        self: &Arc<Self>,
+        run_id: &str,
+        why: &str,
+        tell_parent: bool,
+    ) -> Result<bool, RunError> {
         let Some(doc) = self.deps.store.get_run(run_id).await? else {
             return Ok(false);
         };
@@ -89,15 +105,18 @@ impl Runtime {
         if record.status != RunStatus::Suspended {
             return Ok(false);
         }
-        self.abort_suspended(doc, record, why).await
+        Box::pin(self.abort_suspended(doc, record, why, tell_parent)).await
     }
 
-    /// A suspended run has no executor to stop: end it in the store and in its log.
+    /// A suspended run has no executor to stop: end it in the store and in its log, with the
+    /// sub-agents' runs it waits for; a sub-agent's run lets its supervisor continue (the
+    /// delegation failed) when `tell_parent`.
     async fn abort_suspended(
-        &self,
+        self: &Arc<Self>,
         doc: Versioned,
         mut record: RunRecord,
         why: &str,
+        tell_parent: bool,
     ) -> Result<bool, RunError> {
         let first_sequence = record.last_sequence;
         let state = record.state.take();
@@ -110,7 +129,7 @@ impl Runtime {
             // Decided or aborted meanwhile: whatever happened, it is no longer suspended here.
             Cas::Conflict(_) => return Ok(false),
         }
-        self.index_pending(&record, false).await;
+        self.index_pending_as(&record, state.as_ref(), false).await;
         let result = RunResult::of_stored(&record.run_id, state.as_ref(), RunEnd::Aborted);
         let events = vec![
             Event::Abort(why.to_owned()),
@@ -118,6 +137,25 @@ impl Runtime {
         ];
         self.append_to_log(&record.run_id, first_sequence, events)
             .await;
+        let waits_for = state
+            .as_ref()
+            .and_then(|s| s.open_step.as_ref())
+            .into_iter()
+            .flat_map(|open| &open.pending)
+            .filter(|p| p.decision.is_none())
+            .filter_map(|p| p.sub_run_id.clone());
+        for sub_run in waits_for {
+            if let Err(e) = self.end_suspended_as(&sub_run, why, false).await {
+                warn!(run_id = %sub_run, error = %e, "could not end a sub-agent's waiting run");
+            }
+        }
+        if tell_parent && let Some(link) = state.as_ref().and_then(|s| s.request.parent.clone()) {
+            let end = SubRunEnd::failed(
+                &record.run_id,
+                format!("the sub-agent's run was aborted: {why}"),
+            );
+            self.hand_off(&link, &end, None).await;
+        }
         Ok(true)
     }
 

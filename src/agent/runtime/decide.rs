@@ -234,9 +234,10 @@ impl Runtime {
                 continue;
             };
             let record = decode_record(&doc)?;
+            let (threads, resources) = listed_under(&record, record.state.as_ref());
             let matches = record.awaits_decision(now)
-                && thread_id.is_none_or(|t| t == record.thread_id)
-                && resource_id.is_none_or(|r| r == record.resource_id);
+                && thread_id.is_none_or(|t| threads.contains(&t))
+                && resource_id.is_none_or(|r| resources.contains(&r));
             if matches {
                 runs.push(record);
             }
@@ -245,14 +246,27 @@ impl Runtime {
         Ok(runs)
     }
 
-    /// Adds a suspended run to (or removes it from) its thread's and resource's pending index.
+    /// Adds a suspended run to (or removes it from) its thread's and resource's pending index
+    /// (a sub-agent's run also to its top supervisor's, where its tree's decisions are listed).
     pub(super) async fn index_pending(&self, record: &RunRecord, present: bool) {
+        self.index_pending_as(record, record.state.as_ref(), present)
+            .await;
+    }
+
+    /// [`Runtime::index_pending`] for a record whose state was `state`.
+    pub(super) async fn index_pending_as(
+        &self,
+        record: &RunRecord,
+        state: Option<&crate::agent::state::RunState>,
+        present: bool,
+    ) {
+        let (thread, resource) = listed_under(record, state);
         let mut indexes = Vec::new();
-        if !record.thread_id.is_empty() {
-            indexes.push(pending_index("thread", &record.thread_id));
+        for thread in thread.into_iter().filter(|t| !t.is_empty()) {
+            indexes.push(pending_index("thread", thread));
         }
-        if !record.resource_id.is_empty() {
-            indexes.push(pending_index("resource", &record.resource_id));
+        for resource in resource.into_iter().filter(|r| !r.is_empty()) {
+            indexes.push(pending_index("resource", resource));
         }
         for index in indexes {
             if let Err(e) = self
@@ -265,4 +279,19 @@ impl Runtime {
             }
         }
     }
+}
+
+/// The threads and resources whose pending lists show a run: its own, and for a sub-agent's
+/// run its top supervisor's.
+fn listed_under<'a>(
+    record: &'a RunRecord,
+    state: Option<&'a crate::agent::state::RunState>,
+) -> (Vec<&'a str>, Vec<&'a str>) {
+    let mut threads = vec![record.thread_id.as_str()];
+    let mut resources = vec![record.resource_id.as_str()];
+    if let Some(link) = state.and_then(|s| s.request.parent.as_ref()) {
+        threads.push(&link.root_thread_id);
+        resources.push(&link.root_resource_id);
+    }
+    (threads, resources)
 }

@@ -1,17 +1,25 @@
 //! Sub-agents' runs, started on the supervisor's replica: a run of its own (record, log,
 //! lease, live entry for Abort), its span a child of the delegation call's, stopped with its
-//! supervisor.
+//! supervisor. A sub-run that suspends for decisions suspends its supervisor on the
+//! delegation call; when the sub-run ends after them (on any replica), its end is handed to
+//! the supervisor, which continues there.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
+use tracing::info;
 
-use super::{ChunkStream, Entry, Launch, Runtime, run_span};
+use super::{ChunkStream, Entry, Launch, Runtime, decode_record, run_span};
+use crate::agent::delegation::SubRunEnd;
+use crate::agent::emit::ClientSender;
 use crate::agent::error::RunError;
 use crate::agent::message::{new_id, now_ms};
-use crate::agent::record::RunRecord;
-use crate::agent::request::RunRequest;
+use crate::agent::record::{RunRecord, RunStatus};
+use crate::agent::request::{OnDisconnect, ParentLink, RunRequest};
 use crate::agent::run::Delegator;
+use crate::agent::state::Decision;
 use crate::store::Cas;
 use crate::telemetry;
 
@@ -88,5 +96,70 @@ impl Runtime {
             },
             cancel,
         ))
+    }
+}
+
+impl Runtime {
+    /// Hands a sub-agent run's `end` to its supervisor, which waits on the call `link` names:
+    /// the supervisor continues here, streaming to `client` (the sub-run's caller) when there
+    /// is one, else for its log only.
+    pub(super) async fn hand_off(
+        self: &Arc<Self>,
+        link: &ParentLink,
+        end: &SubRunEnd,
+        client: Option<ClientSender>,
+    ) {
+        let mut end = end.clone();
+        end.sub_memory = (link.sub_thread_id.clone(), link.sub_resource_id.clone());
+        let Ok(value) = serde_json::to_value(&end) else {
+            return;
+        };
+        self.until_suspended(&link.run_id).await;
+        let continued = Box::pin(self.decide(
+            &link.run_id,
+            &link.tool_call_id,
+            Decision::Delegated(value),
+            OnDisconnect::Continue,
+            None,
+            None,
+        ))
+        .await;
+        let mut stream = match continued {
+            Ok(stream) => stream,
+            Err(e) => {
+                // Its supervisor no longer waits (aborted, or already continued).
+                info!(run_id = %link.run_id, sub_run_id = %end.run_id, error = %e, "a sub-agent's run ended; its supervisor does not wait for it");
+                return;
+            }
+        };
+        let Some(client) = client else {
+            return;
+        };
+        while let Some(item) = stream.next().await {
+            if client.send(item.map(Box::new)).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// How long a sub-run's end waits for its supervisor to finish suspending (a decision can
+/// reach the sub-run before the supervisor's record says it waits).
+const SUPERVISOR_SETTLES: Duration = Duration::from_secs(60);
+
+impl Runtime {
+    /// Waits (bounded) while the run `run_id` is still running.
+    async fn until_suspended(&self, run_id: &str) {
+        let deadline = tokio::time::Instant::now() + SUPERVISOR_SETTLES;
+        while tokio::time::Instant::now() < deadline {
+            let running = match self.deps.store.get_run(run_id).await {
+                Ok(Some(doc)) => decode_record(&doc).is_ok_and(|r| r.status == RunStatus::Running),
+                _ => false,
+            };
+            if !running {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
     }
 }
