@@ -1,7 +1,7 @@
 //! A real Generate with a tool call, exported to an OTLP/gRPC collector in the test: every span
 //! carries the caller's trace, the call's rpc span is the root under the caller's span, the tree
-//! is rpc → run → step → model/tool with GenAI attributes, and the finish chunk reports the same
-//! trace. One test per binary: the subscriber and providers are global to the process.
+//! is rpc → run → step → model/tool with GenAI attributes (a sub-agent's run under its
+//! delegation's tool span), and the finish chunk reports the same trace. One test per binary: the subscriber and providers are global to the process.
 
 mod support;
 
@@ -75,7 +75,7 @@ async fn generate_is_traced_under_the_callers_trace() {
     );
     let (hook_url, _hook) = support::serve_http(hook_app).await;
     let agents = format!(
-        "{}\n[[agents]]\nid = \"careful\"\nmodel = \"mock/test-model\"\ntools = [\"tasks\"]\nrequire_approval = [\"task_write\"]\n\n[[agents]]\nid = \"hooked\"\nmodel = \"mock/test-model\"\n[[agents.webhooks]]\nurl = \"{hook_url}/hook\"\nkinds = [\"prepare_step\"]\n",
+        "{}\n[[agents]]\nid = \"careful\"\nmodel = \"mock/test-model\"\ntools = [\"tasks\"]\nrequire_approval = [\"task_write\"]\n\n[[agents]]\nid = \"hooked\"\nmodel = \"mock/test-model\"\n[[agents.webhooks]]\nurl = \"{hook_url}/hook\"\nkinds = [\"prepare_step\"]\n\n[[agents]]\nid = \"boss\"\nmodel = \"mock/test-model\"\n[agents.sub_agents]\nhelper = \"plain\"\n",
         support::AGENTS_TOML
     );
     let server = support::start(support::agent_config(
@@ -394,6 +394,49 @@ async fn generate_is_traced_under_the_callers_trace() {
         Some("answered")
     );
     assert!(hook.end_time_unix_nano > hook.start_time_unix_nano);
+
+    // A sub-agent's run is a child of its delegation's tool span, in the same trace.
+    let team_trace = "55555555555555555555555555555555";
+    mock.push(MockReply::ToolCalls(vec![(
+        "agent-helper".into(),
+        json!({"prompt": "help"}),
+    )]));
+    mock.push(MockReply::Text("Helped.".into()));
+    mock.push(MockReply::Text("Done.".into()));
+    let mut request = tonic::Request::new(pb::GenerateRequest {
+        agent_id: "boss".into(),
+        prompt: "delegate".into(),
+        ..Default::default()
+    });
+    request
+        .metadata_mut()
+        .insert("x-trace-id", team_trace.parse().expect("ascii"));
+    traced_run(&mut client, &collector, request, team_trace).await;
+    let spans = collector
+        .wait_for_spans(
+            |spans| {
+                spans
+                    .iter()
+                    .filter(|s| s.name == "agent.run" && hex(&s.trace_id) == team_trace)
+                    .count()
+                    >= 2
+            },
+            Duration::from_secs(20),
+        )
+        .await;
+    let delegation = spans
+        .iter()
+        .find(|s| s.name == "execute_tool agent-helper" && hex(&s.trace_id) == team_trace)
+        .expect("the delegation's tool span");
+    let sub_run = spans
+        .iter()
+        .find(|s| {
+            s.name == "agent.run"
+                && hex(&s.trace_id) == team_trace
+                && str_attr(s, "gen_ai.agent.id").as_deref() == Some("plain")
+        })
+        .expect("the sub-agent's run span");
+    assert_eq!(sub_run.parent_span_id, delegation.span_id);
 
     collector
         .wait_for_metrics(

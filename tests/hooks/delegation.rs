@@ -422,3 +422,174 @@ async fn a_failing_sub_agent_is_a_tool_error_with_the_reference_text() {
     assert_eq!(result.finish_reason(), pb::FinishReason::Stop);
     assert!(result.steps[0].tool_results[0].is_error);
 }
+
+/// Every model call of `reference`'s `generate()` run read what agentd's did, in order.
+fn assert_prompts_match(mock: &MockOpenAi, reference: &Value) {
+    let calls = reference["generate"]["calls"].as_array().expect("calls");
+    assert_eq!(mock.requests().len(), calls.len(), "model calls");
+    for (i, call) in calls.iter().enumerate() {
+        assert_eq!(
+            sent_prompt(mock, i),
+            reference_prompt(call),
+            "call {i} ({})",
+            call["model"]
+        );
+    }
+}
+
+#[tokio::test]
+async fn two_levels_of_delegation_forward_each_supervisors_prompt() {
+    let reference = scenario("G. ");
+    let mock = MockOpenAi::start().await.expect("mock");
+    let dir = tempfile::tempdir().expect("dir");
+    let team = r#"
+[[agents]]
+id = "boss"
+name = "Boss"
+instructions = "You coordinate specialists."
+model = "mock/test-model"
+[agents.sub_agents]
+researcher = "researcher"
+
+[[agents]]
+id = "researcher"
+name = "Researcher"
+description = "Researches questions."
+instructions = "You research things."
+model = "mock/test-model"
+[agents.sub_agents]
+checker = "checker"
+
+[[agents]]
+id = "checker"
+name = "Checker"
+description = "Checks answers."
+instructions = "You check answers."
+model = "mock/test-model"
+"#;
+    let server = server(&mock, dir.path(), team).await;
+    mock.push(tool_call(
+        "agent-researcher",
+        json!({"prompt": "Why is the sky blue?"}),
+    ));
+    mock.push(tool_call(
+        "agent-checker",
+        json!({"prompt": "Check: Rayleigh scattering."}),
+    ));
+    mock.push(MockReply::Text("Correct.".into()));
+    mock.push(MockReply::Text("Rayleigh scattering (checked).".into()));
+    mock.push(MockReply::Text("It is Rayleigh scattering.".into()));
+    let mut client = support::agents_client(&server).await;
+    let chunks =
+        support::generate(&mut client, ask("boss", "Ask the researcher about the sky")).await;
+    assert_eq!(support::finish(&chunks).text, "It is Rayleigh scattering.");
+    assert_prompts_match(&mock, &reference);
+    // The checker's chunks reach the top stream inside the researcher's.
+    let nested = forwarded(&forwarded(&chunks));
+    assert_eq!(support::kinds(&nested).first(), Some(&"start"));
+    let Some(Payload::Start(start)) = &nested[0].payload else {
+        panic!("start");
+    };
+    assert_eq!(start.agent_id, "checker");
+}
+
+#[tokio::test]
+async fn message_filter_picks_what_the_sub_agent_reads() {
+    let reference = scenario("E2. ");
+    let mock = MockOpenAi::start().await.expect("mock");
+    let dir = tempfile::tempdir().expect("dir");
+    let server = server(&mock, dir.path(), TEAM).await;
+    mock.push(tool_call(
+        "agent-researcher",
+        json!({"prompt": "Why is the sky blue?"}),
+    ));
+    mock.push(MockReply::Text("Rayleigh scattering.".into()));
+    mock.push(MockReply::Text("Done.".into()));
+    let out = generate_hooked(
+        &server,
+        ask("boss", "Ask the researcher about the sky"),
+        hook_options(&[pb::HookKind::MessageFilter], None, false),
+        Box::new(|call| {
+            let Some(Context::MessageFilter(ctx)) = &call.context else {
+                return unchanged(call);
+            };
+            // The supervisor's system message, then its user's.
+            assert_eq!(ctx.messages.len(), 2);
+            assert_eq!(ctx.prompt, "Why is the sky blue?");
+            answer(
+                call,
+                Answer::MessageFilter(pb::MessageFilterAnswer {
+                    messages: ctx.messages[1..].to_vec(),
+                }),
+            )
+        }),
+    )
+    .await;
+    assert_eq!(finish(&out).text, "Done.");
+    assert_prompts_match(&mock, &reference);
+}
+
+#[tokio::test]
+async fn on_delegation_complete_can_bail_and_leave_feedback_for_later_turns() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let dir = tempfile::tempdir().expect("dir");
+    let server = server(&mock, dir.path(), TEAM).await;
+    script_a(&mock);
+    let out = generate_hooked(
+        &server,
+        pb::GenerateRequest {
+            memory: Some(support::memory("t-bail", "u1", None)),
+            ..ask("boss", "Ask the researcher about the sky")
+        },
+        hook_options(&[pb::HookKind::OnDelegationComplete], None, false),
+        Box::new(|call| {
+            let Some(Context::OnDelegationComplete(_)) = &call.context else {
+                return unchanged(call);
+            };
+            answer(
+                call,
+                Answer::OnDelegationComplete(pb::DelegationCompleteAnswer {
+                    feedback: Some("Ask for sources next time.".into()),
+                    bail: true,
+                    ..Default::default()
+                }),
+            )
+        }),
+    )
+    .await;
+    // As the reference's bail(): one step, ended on its tool calls, no text.
+    let result = finish(&out);
+    assert_eq!(result.steps.len(), 1);
+    assert_eq!(result.finish_reason(), pb::FinishReason::ToolCalls);
+    assert!(result.text.is_empty());
+    assert_eq!(
+        mock.requests().len(),
+        2,
+        "the supervisor was not called again"
+    );
+    // The feedback waits in the supervisor's thread for its next turn.
+    let mut threads =
+        pb::thread_service_client::ThreadServiceClient::new(support::channel(&server).await);
+    let saved = threads
+        .list_messages(pb::ListMessagesRequest {
+            thread_id: "t-bail".into(),
+            resource_id: "u1".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("thread")
+        .into_inner()
+        .messages;
+    let texts: Vec<String> = saved
+        .iter()
+        .flat_map(|m| &m.content)
+        .filter_map(|p| match &p.kind {
+            Some(pb::part::Kind::Text(t)) => Some(t.text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        texts.iter().any(|t| t == "Ask for sources next time."),
+        "{texts:?}"
+    );
+}

@@ -81,7 +81,7 @@ impl Runner {
         &self,
         call: &CallRecord,
         sub: &SubAgent,
-        outputs: &mpsc::UnboundedSender<Event>,
+        outputs: Option<&mpsc::UnboundedSender<Event>>,
     ) -> Delegated {
         let failed = || delegation::failed_text(&self.agent_name(), &sub.key);
         let args = match Args::parse(&call.args) {
@@ -299,7 +299,7 @@ impl Runner {
         mut stream: ChunkStream,
         call: &CallRecord,
         sub: &SubAgent,
-        outputs: &mpsc::UnboundedSender<Event>,
+        outputs: Option<&mpsc::UnboundedSender<Event>>,
     ) -> SubRunEnd {
         let mut end = None;
         let mut run_id = String::new();
@@ -313,12 +313,14 @@ impl Runner {
                 end = Some(SubRunEnd::from_finish(&chunk.run_id, result));
             }
             // The supervisor's stream may be gone (it is aborting): the child stops with it.
-            let _ = outputs.send(Event::ToolOutput {
-                tool_call_id: call.id.clone(),
-                tool_name: call.name.clone(),
-                agent_id: sub.agent_id.clone(),
-                chunk: Box::new(chunk),
-            });
+            if let Some(outputs) = outputs {
+                let _ = outputs.send(Event::ToolOutput {
+                    tool_call_id: call.id.clone(),
+                    tool_name: call.name.clone(),
+                    agent_id: sub.agent_id.clone(),
+                    chunk: Box::new(chunk),
+                });
+            }
         }
         end.unwrap_or_else(|| {
             SubRunEnd::failed(&run_id, "the sub-agent's run ended without a result".into())

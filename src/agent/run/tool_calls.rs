@@ -208,8 +208,14 @@ impl Runner {
         let decisions: HashMap<&str, &PendingCall> =
             pending.iter().map(|p| (p.call.id.as_str(), p)).collect();
         let calls = step.tool_calls.clone();
-        // Sub-agents' chunks, streamed while their delegation calls run.
-        let (outputs, mut streamed) = mpsc::unbounded_channel();
+        // Sub-agents' chunks, streamed while their delegation calls run (only a supervisor
+        // pays for the channel).
+        let (outputs, mut streamed) = if self.agent.sub_agents.is_empty() {
+            (None, None)
+        } else {
+            let (tx, rx) = mpsc::unbounded_channel();
+            (Some(tx), Some(rx))
+        };
         // Boxed so the stream's type does not carry the closure's lifetimes (keeps it Send).
         let jobs: Vec<CallFuture<'_>> = calls
             .iter()
@@ -229,10 +235,16 @@ impl Runner {
         let mut waiting: Vec<PendingCall> = Vec::new();
         let mut results = futures::stream::iter(jobs).buffered(concurrency);
         loop {
+            let sub_agent_chunk = async {
+                match &mut streamed {
+                    Some(rx) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
             let next = tokio::select! {
                 biased;
                 () = self.cancel.cancelled() => None,
-                Some(output) = streamed.recv() => {
+                Some(output) = sub_agent_chunk => {
                     em.emit(output).await;
                     continue;
                 }
@@ -242,7 +254,7 @@ impl Runner {
                 break;
             };
             // A finished delegation's last chunks come before its result.
-            while let Ok(output) = streamed.try_recv() {
+            while let Some(output) = streamed.as_mut().and_then(|rx| rx.try_recv().ok()) {
                 em.emit(output).await;
             }
             let (record, denied) = match resolved {
@@ -303,7 +315,7 @@ impl Runner {
         &self,
         call: &CallRecord,
         decision: Option<Decision>,
-        outputs: mpsc::UnboundedSender<Event>,
+        outputs: Option<mpsc::UnboundedSender<Event>>,
     ) -> Resolved {
         let record = |result: Value, is_error: bool| ResultRecord::of(call, result, is_error);
         let spec = self.offered.iter().find(|t| t.def.name == call.name);
@@ -346,7 +358,7 @@ impl Runner {
                 let output = match &spec.kind {
                     ToolKind::SubAgent(sub) => {
                         let delegated = self
-                            .delegate(call, sub, &outputs)
+                            .delegate(call, sub, outputs.as_ref())
                             .instrument(span.clone())
                             .await;
                         if let Some(sub_run) = delegated.waiting_on {

@@ -60,10 +60,9 @@ impl Runtime {
             RunError::Exhausted("too many runs in progress on this server; retry later".into())
         })?;
         let run_id = new_id();
-        // Under the delegation call's span (the current one).
-        let parent = Some(telemetry::otel_context(&tracing::Span::current()));
-        let span = run_span(&agent, &request, &run_id, parent.as_ref(), &[]);
-        let trace = telemetry::run_trace_ids(&span, parent.as_ref());
+        // Made inside the delegation call's span, its child (in the caller's trace).
+        let span = run_span(&agent, &request, &run_id, None, &[]);
+        let trace = telemetry::run_trace_ids(&span, None);
         let record = RunRecord::start(
             &run_id,
             &request,
