@@ -115,9 +115,11 @@ fn traced<T>(body: T, (trace_id, span_id): &TraceIds) -> Response<T> {
 /// The public description of an agent.
 fn describe(agent: &AgentDef) -> pb::Agent {
     let config = &agent.config;
+    // Its sub-agents are tools its model sees too.
     let tools = agent
         .tools()
         .iter()
+        .chain(&agent.sub_agents)
         .map(|t| pb::ToolInfo {
             name: t.def.name.clone(),
             description: t.def.description.clone(),

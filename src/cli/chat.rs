@@ -109,7 +109,8 @@ async fn settle(
         let Some(waiting) = result.suspend_payload.clone() else {
             break;
         };
-        let run_id = result.run_id.clone();
+        // A supervisor waiting for its sub-agent: the call to decide is the sub-agent's.
+        let (run_id, waiting) = innermost(clients, result.run_id.clone(), waiting).await?;
         let tool_call_id = waiting.tool_call_id.clone();
         // The chat waits for the continuation, so leaving mid-stream stops the run as
         // Generate's default does.
@@ -139,9 +140,8 @@ async fn settle(
             Decision::Leave => {
                 render::out("");
                 render::out(&style.yellow(&format!(
-                    "Run {} stays suspended; decide later with `agentd approvals approve {}` \
-                     or `agentd approvals decline {}`.",
-                    result.run_id, result.run_id, result.run_id
+                    "Run {run_id} stays suspended; decide later with `agentd approvals approve {run_id}` \
+                     or `agentd approvals decline {run_id}`."
                 )));
                 return Ok(false);
             }
@@ -152,6 +152,35 @@ async fn settle(
             .await?;
     }
     Ok(true)
+}
+
+/// The run and call to decide for `waiting`: itself, or for a delegation waiting on a
+/// sub-agent's run, that run's first waiting call (followed down nested sub-agents).
+async fn innermost(
+    clients: &mut Clients,
+    mut run_id: String,
+    mut waiting: pb::ToolSuspension,
+) -> Result<(String, pb::ToolSuspension), CliError> {
+    while waiting.kind() == pb::SuspensionKind::SubAgent {
+        let sub_run = waiting.sub_run_id.clone();
+        let listed = clients
+            .approvals
+            .list_pending(pb::ListPendingRequest {
+                run_id: Some(sub_run.clone()),
+                ..Default::default()
+            })
+            .await
+            .map_err(|s| clients.error(s))?
+            .into_inner();
+        let Some(next) = listed.runs.into_iter().flat_map(|r| r.pending).next() else {
+            return Err(CliError::Interrupted(format!(
+                "sub-agent run {sub_run} no longer waits for a decision"
+            )));
+        };
+        run_id = sub_run;
+        waiting = next;
+    }
+    Ok((run_id, waiting))
 }
 
 /// Asks about one waiting call until the answer is usable.

@@ -116,6 +116,7 @@ impl Follower {
             Payload::Tripwire(tripwire) => {
                 self.say(&style.yellow(&format!("stopped by a guardrail: {}", tripwire.reason)))
             }
+            Payload::ToolOutput(output) => self.sub_agent(&output),
             Payload::HookError(error) => self.say(&style.yellow(&format!(
                 "hook {:?} failed: {}",
                 error.kind(),
@@ -133,6 +134,34 @@ impl Follower {
             _ => {}
         }
         None
+    }
+
+    /// A sub-agent's chunk inside its supervisor's stream: its text and tool traffic as the
+    /// supervisor's own, its start and end as one line each (its result is not the run's).
+    fn sub_agent(&mut self, output: &pb::ToolOutputChunk) {
+        let style = self.style;
+        let Some(chunk) = output.chunk.as_deref() else {
+            return;
+        };
+        match &chunk.payload {
+            Some(Payload::Start(_)) => self.say(&style.dim(&format!(
+                "{} sub-agent {} · run {}",
+                style.glyph(Glyph::Call),
+                output.agent_id,
+                chunk.run_id
+            ))),
+            Some(Payload::Finish(result)) => {
+                self.end_line();
+                self.say(&style.dim(&format!(
+                    "sub-agent {}: {}",
+                    output.agent_id,
+                    summary(result)
+                )));
+            }
+            _ => {
+                let _ = self.show(chunk.clone());
+            }
+        }
     }
 
     fn tool_result(&mut self, result: &pb::ToolResult) {

@@ -88,6 +88,33 @@ fn script_a(mock: &MockOpenAi) {
     mock.push(MockReply::Text("It is Rayleigh scattering.".into()));
 }
 
+/// The texts of the messages saved in a thread.
+async fn thread_texts(server: &RunningServer, thread: &str, resource: &str) -> Vec<String> {
+    let mut threads =
+        pb::thread_service_client::ThreadServiceClient::new(support::channel(server).await);
+    threads
+        .list_messages(pb::ListMessagesRequest {
+            thread_id: thread.into(),
+            resource_id: resource.into(),
+            ..Default::default()
+        })
+        .await
+        .expect("thread")
+        .into_inner()
+        .messages
+        .iter()
+        .map(|m| {
+            m.content
+                .iter()
+                .filter_map(|p| match &p.kind {
+                    Some(pb::part::Kind::Text(t)) => Some(t.text.clone()),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// The result object of a run's first delegation.
 fn delegated(result: &pb::GenerateResult) -> Value {
     from_proto_value(
@@ -128,6 +155,15 @@ async fn a_supervisor_delegates_and_both_models_read_the_reference_prompts() {
     .await;
     let result = support::finish(&chunks);
     assert_eq!(result.text, "It is Rayleigh scattering.");
+    let described = client
+        .get_agent(pb::GetAgentRequest {
+            agent_id: "boss".into(),
+        })
+        .await
+        .expect("get agent")
+        .into_inner();
+    let names: Vec<String> = described.tools.iter().map(|t| t.name.clone()).collect();
+    assert_eq!(names, ["agent-researcher"]);
 
     // The tool, exactly as the reference's model receives it.
     let tools = mock.requests()[0]["tools"].clone();
@@ -214,30 +250,7 @@ async fn a_supervisor_delegates_and_both_models_read_the_reference_prompts() {
     assert_eq!(observed, inner);
 
     // The sub-agent's own thread keeps its prompt and answer (not the forwarded context).
-    let mut threads =
-        pb::thread_service_client::ThreadServiceClient::new(support::channel(&server).await);
-    let saved = threads
-        .list_messages(pb::ListMessagesRequest {
-            thread_id: thread,
-            resource_id: "user-1-researcher".into(),
-            ..Default::default()
-        })
-        .await
-        .expect("sub-agent thread")
-        .into_inner()
-        .messages;
-    let texts: Vec<String> = saved
-        .iter()
-        .map(|m| {
-            m.content
-                .iter()
-                .filter_map(|p| match &p.kind {
-                    Some(pb::part::Kind::Text(t)) => Some(t.text.clone()),
-                    _ => None,
-                })
-                .collect()
-        })
-        .collect();
+    let texts = thread_texts(&server, &thread, "user-1-researcher").await;
     assert_eq!(texts, ["Why is the sky blue?", "Rayleigh scattering."]);
 }
 
@@ -321,7 +334,10 @@ async fn on_delegation_start_rejects_with_the_reference_text() {
     mock.push(MockReply::Text("Understood.".into()));
     let out = generate_hooked(
         &server,
-        ask("boss", "Ask the researcher about the sky"),
+        pb::GenerateRequest {
+            memory: Some(support::memory("th-d", "user-1", None)),
+            ..ask("boss", "Ask the researcher about the sky")
+        },
         hook_options(&[pb::HookKind::OnDelegationStart], None, false),
         Box::new(|call| {
             let Some(Context::OnDelegationStart(ctx)) = &call.context else {
@@ -353,9 +369,23 @@ async fn on_delegation_start_rejects_with_the_reference_text() {
     let object = delegated(&finish(&out));
     let expected = &reference["generate"]["result"]["toolResults"][0]["result"];
     assert_eq!(object["text"], expected["text"]);
-    assert_eq!(object["subAgentResourceId"], expected["subAgentResourceId"]);
     assert!(object.get("subAgentToolResults").is_none());
     assert!(forwarded(&out.chunks).is_empty());
+    // With memory (the reference's scenario D3), the sub-agent's thread keeps the prompt and
+    // the refusal.
+    let saved = &scenario("D3. ")["generate"]["savedMemory"]["user-1-researcher"][0]["messages"];
+    let expected_texts: Vec<&str> = saved
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| m["parts"][0]["text"].as_str().expect("text"))
+        .collect();
+    assert_eq!(object["subAgentResourceId"], "user-1-researcher");
+    let thread = object["subAgentThreadId"].as_str().expect("thread");
+    assert_eq!(
+        thread_texts(&server, thread, "user-1-researcher").await,
+        expected_texts
+    );
 }
 
 #[tokio::test]
@@ -568,26 +598,7 @@ async fn on_delegation_complete_can_bail_and_leave_feedback_for_later_turns() {
         "the supervisor was not called again"
     );
     // The feedback waits in the supervisor's thread for its next turn.
-    let mut threads =
-        pb::thread_service_client::ThreadServiceClient::new(support::channel(&server).await);
-    let saved = threads
-        .list_messages(pb::ListMessagesRequest {
-            thread_id: "t-bail".into(),
-            resource_id: "u1".into(),
-            ..Default::default()
-        })
-        .await
-        .expect("thread")
-        .into_inner()
-        .messages;
-    let texts: Vec<String> = saved
-        .iter()
-        .flat_map(|m| &m.content)
-        .filter_map(|p| match &p.kind {
-            Some(pb::part::Kind::Text(t)) => Some(t.text.clone()),
-            _ => None,
-        })
-        .collect();
+    let texts = thread_texts(&server, "t-bail", "u1").await;
     assert!(
         texts.iter().any(|t| t == "Ask for sources next time."),
         "{texts:?}"

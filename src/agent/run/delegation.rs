@@ -113,6 +113,18 @@ impl Runner {
             Ok(plan) => plan,
             Err(Rejection::Rejected(reason)) => {
                 let outcome = Outcome::rejected(&reason, thread_id, resource_id);
+                // As the reference: the sub-agent's thread keeps the prompt and the refusal.
+                if memory.is_some() {
+                    let key = ThreadKey {
+                        thread_id: outcome.thread_id.clone(),
+                        resource_id: outcome.resource_id.clone(),
+                    };
+                    let messages = [
+                        (Role::User, plan_prompt(&call.args)),
+                        (Role::Assistant, outcome.text.clone()),
+                    ];
+                    self.append_to_thread(&key, &messages, true).await;
+                }
                 return Delegated {
                     model_output: Some(outcome.text.clone()),
                     output: Ok(ToolOutput {
@@ -206,9 +218,7 @@ impl Runner {
                 return Delegated::failed(delegation::failed_text(&self.agent_name(), &sub.key));
             }
         };
-        let prompt = Args::parse(&call.args)
-            .map(|a| a.prompt)
-            .unwrap_or_default();
+        let prompt = plan_prompt(&call.args);
         let (_, iteration) = self.delegation_context();
         let ids = end.sub_memory.clone();
         self.conclude(call, sub, &prompt, end, ids, Duration::ZERO, iteration)
@@ -523,21 +533,36 @@ impl Runner {
         let Some(memory) = self.state.request.memory.as_ref().filter(|m| !m.read_only) else {
             return;
         };
-        let message = Message::new(Role::Assistant, vec![Part::Text { text: feedback }]);
-        let Ok(bytes) = serde_json::to_vec(&message) else {
-            return;
-        };
         let key = ThreadKey {
             thread_id: memory.thread_id.clone(),
             resource_id: memory.resource_id.clone(),
         };
-        if let Err(e) = self
-            .deps
-            .store
-            .append_messages(&key, None, vec![bytes::Bytes::from(bytes)])
-            .await
-        {
-            warn!(run_id = %self.run_id, error = %e, "could not save delegation feedback");
+        self.append_to_thread(&key, &[(Role::Assistant, feedback)], false)
+            .await;
+    }
+
+    /// Appends text messages to a thread, creating it (empty title and metadata) when `new`.
+    async fn append_to_thread(&self, key: &ThreadKey, messages: &[(Role, String)], new: bool) {
+        let encoded: Result<Vec<bytes::Bytes>, _> = messages
+            .iter()
+            .map(|(role, text)| {
+                let message = Message::new(*role, vec![Part::Text { text: text.clone() }]);
+                serde_json::to_vec(&message).map(bytes::Bytes::from)
+            })
+            .collect();
+        let Ok(encoded) = encoded else {
+            return;
+        };
+        let meta = new.then(|| {
+            let meta = serde_json::json!({
+                "title": null,
+                "metadata": {},
+                "createdAtMs": crate::agent::message::now_ms(),
+            });
+            bytes::Bytes::from(meta.to_string())
+        });
+        if let Err(e) = self.deps.store.append_messages(key, meta, encoded).await {
+            warn!(run_id = %self.run_id, thread_id = %key.thread_id, error = %e, "could not save a delegation's messages");
         }
     }
 }
@@ -558,6 +583,11 @@ fn rejected_result(outcome: &Outcome) -> Value {
         map.remove("subAgentToolResults");
     }
     result
+}
+
+/// The prompt of a delegation call (empty when it has none).
+fn plan_prompt(args: &Value) -> String {
+    Args::parse(args).map(|a| a.prompt).unwrap_or_default()
 }
 
 /// An agent id as the reference slugs it into a sub-run's resource without memory.
