@@ -2,6 +2,8 @@
 //! (`run/tool_calls.rs`), the task-list signal and memory (`run/memory.rs`), stop rules, and
 //! how a run ends: completed (structured output, memory, title), suspended for decisions,
 //! aborted or failed. A suspended run returns its state; [`Runner::resume`] continues it.
+//! Delegations to sub-agents are in `run/delegation.rs`, the separate structuring call in
+//! `run/structuring.rs`.
 
 mod completion;
 mod delegation;
@@ -10,11 +12,11 @@ mod memory;
 mod model_call;
 mod processors;
 mod recall;
+mod structuring;
 mod tool_calls;
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -26,14 +28,13 @@ use super::error::RunFailure;
 use super::event::Event;
 use super::hooks::RunHooks;
 use super::processors::{Chain, OutputStream, Tripwire};
-use super::request::StructuredOutput;
 use super::result::{RunEnd, RunResult};
 use super::state::{OpenStep, RunState, StepRecord};
 use super::stop::{StepFacts, StepPolicy, StopCause, step_wants_more};
 use super::structured::{self, ObjectOutcome};
 use super::tools::{ToolEnv, ToolSpec};
 use super::{AgentDef, Agents, ModelRef};
-use crate::model::{FinishReason, ModelEvent, ModelRequest};
+use crate::model::FinishReason;
 use crate::store::{Store, ThreadKey};
 use crate::tasklist::{TaskList, TaskLists};
 use crate::telemetry;
@@ -500,64 +501,6 @@ impl Runner {
         result.object = object;
         result.used_fallback_value = used_fallback;
         self.outcome(result, None)
-    }
-
-    /// The separate structuring call: the run's answer, reasoning and tool traffic turned into
-    /// the object by `model`, its partial objects streamed as they come.
-    async fn structure(
-        &mut self,
-        em: &mut Emitter,
-        output: &StructuredOutput,
-        model: ModelRef,
-    ) -> ObjectOutcome {
-        let request = ModelRequest {
-            model: model.model.clone(),
-            messages: structured::structuring_request(output, &self.state.steps),
-            response_format: model
-                .provider
-                .supports_structured_output()
-                .then(|| structured::response_format(output)),
-            ..ModelRequest::default()
-        };
-        let failed = |why: String| {
-            structured::on_failure(
-                output,
-                RunFailure::StructuredOutputInvalid(format!(
-                    "[StructuredOutputProcessor] Structuring failed: {why}"
-                )),
-            )
-        };
-        let mut stream = match model
-            .provider
-            .stream(request, self.cancel.child_token())
-            .await
-        {
-            Ok(stream) => stream,
-            Err(e) => return failed(e.to_string()),
-        };
-        let mut text = String::new();
-        let mut last: Option<Value> = None;
-        let mut reason = FinishReason::Other;
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(ModelEvent::TextDelta(delta)) => {
-                    text.push_str(&delta);
-                    if let Some(object) = structured::partial_json(&text)
-                        && last.as_ref() != Some(&object)
-                    {
-                        em.emit(Event::StructuringObject(object.clone())).await;
-                        last = Some(object);
-                    }
-                }
-                Ok(ModelEvent::Finish { reason: r, .. }) => reason = r,
-                Ok(_) => {}
-                Err(e) => return failed(e.to_string()),
-            }
-        }
-        match structured::resolve(output, &text, reason) {
-            ObjectOutcome::Failure(problem) => failed(problem.to_string()),
-            outcome => outcome,
-        }
     }
 
     /// Saves what exists so far and hands back the state to store until the decisions come.
