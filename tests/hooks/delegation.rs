@@ -604,3 +604,26 @@ async fn on_delegation_complete_can_bail_and_leave_feedback_for_later_turns() {
         "{texts:?}"
     );
 }
+
+#[tokio::test]
+async fn include_sub_agent_tool_results_shows_the_supervisor_the_whole_result() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let dir = tempfile::tempdir().expect("dir");
+    let team = TEAM.replace(
+        "[agents.sub_agents]\nresearcher = \"researcher\"\n",
+        "[agents.sub_agents]\nresearcher = \"researcher\"\n[agents.delegation]\ninclude_sub_agent_tool_results = true\n",
+    );
+    let server = server(&mock, dir.path(), &team).await;
+    script_a(&mock);
+    let mut client = support::agents_client(&server).await;
+    let chunks =
+        support::generate(&mut client, ask("boss", "Ask the researcher about the sky")).await;
+    let object = delegated(&support::finish(&chunks));
+    let tool = messages(&mock, 2)
+        .into_iter()
+        .find(|m| m["role"] == "tool")
+        .expect("tool message");
+    let read: Value = serde_json::from_str(tool["content"].as_str().expect("text")).expect("json");
+    assert_eq!(read, object);
+    assert_eq!(read["subAgentResourceId"], "boss-researcher");
+}

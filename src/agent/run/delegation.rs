@@ -114,7 +114,7 @@ impl Runner {
             Err(Rejection::Rejected(reason)) => {
                 let outcome = Outcome::rejected(&reason, thread_id, resource_id);
                 // As the reference: the sub-agent's thread keeps the prompt and the refusal.
-                if memory.is_some() {
+                if memory.is_some_and(|m| !m.read_only) {
                     let key = ThreadKey {
                         thread_id: outcome.thread_id.clone(),
                         resource_id: outcome.resource_id.clone(),
@@ -151,13 +151,14 @@ impl Runner {
                 .as_ref()
                 .map(|extra| format!("{}\n\n{extra}", agent.config.instructions)),
             max_steps: plan.max_steps,
-            memory: memory.map(|_| MemoryRequest {
+            memory: memory.map(|m| MemoryRequest {
                 thread_id: thread_id.clone(),
                 resource_id: resource_id.clone(),
                 title: None,
                 metadata: serde_json::Map::new(),
                 last_messages: 0,
-                read_only: false,
+                // A supervisor that saves nothing has its sub-agents save nothing either.
+                read_only: m.read_only,
                 generate_title: false,
                 emit_title_event: false,
                 filter_incomplete_tool_calls: true,
