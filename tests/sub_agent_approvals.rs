@@ -34,9 +34,9 @@ tools = ["tasks"]
 require_approval = ["task_write"]
 "#;
 
-/// The supervisor delegates; the sub-agent wants to write its plan (which waits for approval),
-/// then answers; the supervisor answers last.
-fn script(mock: &MockOpenAi) {
+/// The supervisor delegates and the sub-agent wants to write its plan (which waits for
+/// approval); then each of `texts` answers in turn.
+fn script(mock: &MockOpenAi, texts: &[&str]) {
     let call =
         |name: &str, args: serde_json::Value| MockReply::ToolCalls(vec![(name.into(), args)]);
     mock.push(call("agent-planner", json!({"prompt": "Plan the launch"})));
@@ -44,8 +44,36 @@ fn script(mock: &MockOpenAi) {
         "task_write",
         json!({"tasks": [{"content": "Launch", "status": "pending", "activeForm": "Launching"}]}),
     ));
-    mock.push(MockReply::Text("Planned.".into()));
-    mock.push(MockReply::Text("The planner planned it.".into()));
+    for text in texts {
+        mock.push(MockReply::Text((*text).into()));
+    }
+}
+
+/// The whole log of a run, replayed (followed to its end).
+async fn observe(server: &RunningServer, run_id: String) -> Vec<pb::Chunk> {
+    support::collect(
+        support::agents_client(server)
+            .await
+            .observe(pb::ObserveRequest {
+                run_id,
+                after_sequence: 0,
+            })
+            .await
+            .expect("observe")
+            .into_inner(),
+    )
+    .await
+}
+
+/// The tool message of model request `i`.
+fn tool_message(mock: &MockOpenAi, i: usize) -> serde_json::Value {
+    mock.requests()[i]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .cloned()
+        .expect("tool message")
 }
 
 /// Starts a suspended tree on `server`: the supervisor's chunks, its run id, the sub-run's id
@@ -99,7 +127,7 @@ async fn suspended_tree(
 
 async fn the_tree_resumes_on_another_replica(redis: Deployment) {
     let mock = MockOpenAi::start().await.expect("mock");
-    script(&mock);
+    script(&mock, &["Planned.", "The planner planned it."]);
     let dir = tempfile::tempdir().expect("dir");
     let config = || support::agent_config(&mock, TEAM, &redis.url(), dir.path());
     let (thread, resource) = (support::unique("t"), support::unique("r"));
@@ -183,13 +211,7 @@ async fn the_tree_resumes_on_another_replica(redis: Deployment) {
     let result = support::finish(&rest);
     assert_eq!(result.text, "The planner planned it.");
     // The supervisor's model read the sub-agent's text as the delegation's output.
-    let last = mock.requests()[3]["messages"].clone();
-    let tool = last
-        .as_array()
-        .expect("messages")
-        .iter()
-        .find(|m| m["role"] == "tool")
-        .expect("tool message");
+    let tool = tool_message(&mock, 3);
     assert_eq!(tool["content"], "Planned.");
     // The delegation's result carries the sub-agent's own tool results.
     let delegated = result
@@ -221,7 +243,7 @@ on_each_redis!(the_tree_resumes_on_another_replica);
 async fn aborting_a_waiting_supervisor_ends_its_waiting_sub_agent() {
     let redis = Deployment::node();
     let mock = MockOpenAi::start().await.expect("mock");
-    script(&mock);
+    script(&mock, &["Planned.", "The planner planned it."]);
     let dir = tempfile::tempdir().expect("dir");
     let server = support::start(support::agent_config(&mock, TEAM, &redis.url(), dir.path())).await;
     let (thread, resource) = (support::unique("t"), support::unique("r"));
@@ -236,17 +258,7 @@ async fn aborting_a_waiting_supervisor_ends_its_waiting_sub_agent() {
         .expect("abort")
         .into_inner();
     assert!(aborted.aborted);
-    let sub = support::collect(
-        agents
-            .observe(pb::ObserveRequest {
-                run_id: sub_run,
-                after_sequence: 0,
-            })
-            .await
-            .expect("observe the sub-run")
-            .into_inner(),
-    )
-    .await;
+    let sub = observe(&server, sub_run).await;
     assert_eq!(
         support::finish(&sub).finish_reason(),
         pb::FinishReason::Aborted
@@ -259,14 +271,7 @@ async fn aborting_a_waiting_supervisor_ends_its_waiting_sub_agent() {
 async fn aborting_a_waiting_sub_agent_lets_its_supervisor_go_on_with_the_failure() {
     let redis = Deployment::node();
     let mock = MockOpenAi::start().await.expect("mock");
-    let call =
-        |name: &str, args: serde_json::Value| MockReply::ToolCalls(vec![(name.into(), args)]);
-    mock.push(call("agent-planner", json!({"prompt": "Plan the launch"})));
-    mock.push(call(
-        "task_write",
-        json!({"tasks": [{"content": "Launch", "status": "pending", "activeForm": "Launching"}]}),
-    ));
-    mock.push(MockReply::Text("The planner could not plan.".into()));
+    script(&mock, &["The planner could not plan."]);
     let dir = tempfile::tempdir().expect("dir");
     let server = support::start(support::agent_config(&mock, TEAM, &redis.url(), dir.path())).await;
     let (thread, resource) = (support::unique("t"), support::unique("r"));
@@ -281,28 +286,11 @@ async fn aborting_a_waiting_sub_agent_lets_its_supervisor_go_on_with_the_failure
         .expect("abort the sub-run");
     // The supervisor goes on by itself (Observe follows it to its end): its model reads the
     // reference's failure text for the delegation.
-    let boss = support::collect(
-        agents
-            .observe(pb::ObserveRequest {
-                run_id: boss_run,
-                after_sequence: 0,
-            })
-            .await
-            .expect("observe the supervisor")
-            .into_inner(),
-    )
-    .await;
+    let boss = observe(&server, boss_run).await;
     let result = support::finish(&boss);
     assert_eq!(result.finish_reason(), pb::FinishReason::Stop);
     assert_eq!(result.text, "The planner could not plan.");
-    let messages = mock.requests()[2]["messages"].clone();
-    let tool = messages
-        .as_array()
-        .expect("messages")
-        .iter()
-        .find(|m| m["role"] == "tool")
-        .cloned()
-        .expect("tool message");
+    let tool = tool_message(&mock, 2);
     assert_eq!(
         tool["content"],
         "[Agent:Boss] - Failed agent tool execution for planner"

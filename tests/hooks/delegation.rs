@@ -77,43 +77,24 @@ fn sent_prompt(mock: &MockOpenAi, i: usize) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The scripted replies of scenario A: the supervisor delegates, the researcher answers, the
-/// supervisor answers.
-fn script_a(mock: &MockOpenAi) {
+/// A scripted model and a server running `agents`, whose supervisor first delegates "Why is
+/// the sky blue?" to the researcher; then each of `texts` answers in turn.
+async fn team(agents: &str, texts: &[&str]) -> (MockOpenAi, tempfile::TempDir, RunningServer) {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let dir = tempfile::tempdir().expect("dir");
+    let server = server(&mock, dir.path(), agents).await;
     mock.push(tool_call(
         "agent-researcher",
         json!({"prompt": "Why is the sky blue?"}),
     ));
-    mock.push(MockReply::Text("Rayleigh scattering.".into()));
-    mock.push(MockReply::Text("It is Rayleigh scattering.".into()));
+    for text in texts {
+        mock.push(MockReply::Text((*text).into()));
+    }
+    (mock, dir, server)
 }
 
-/// The texts of the messages saved in a thread.
-async fn thread_texts(server: &RunningServer, thread: &str, resource: &str) -> Vec<String> {
-    let mut threads =
-        pb::thread_service_client::ThreadServiceClient::new(support::channel(server).await);
-    threads
-        .list_messages(pb::ListMessagesRequest {
-            thread_id: thread.into(),
-            resource_id: resource.into(),
-            ..Default::default()
-        })
-        .await
-        .expect("thread")
-        .into_inner()
-        .messages
-        .iter()
-        .map(|m| {
-            m.content
-                .iter()
-                .filter_map(|p| match &p.kind {
-                    Some(pb::part::Kind::Text(t)) => Some(t.text.clone()),
-                    _ => None,
-                })
-                .collect()
-        })
-        .collect()
-}
+/// The answers of scenario A: the researcher's, then the supervisor's.
+const ANSWERS_A: [&str; 2] = ["Rayleigh scattering.", "It is Rayleigh scattering."];
 
 /// The result object of a run's first delegation.
 fn delegated(result: &pb::GenerateResult) -> Value {
@@ -140,10 +121,7 @@ fn forwarded(chunks: &[pb::Chunk]) -> Vec<pb::Chunk> {
 async fn a_supervisor_delegates_and_both_models_read_the_reference_prompts() {
     let reference = scenario("A. ");
     let calls = reference["generate"]["calls"].as_array().expect("calls");
-    let mock = MockOpenAi::start().await.expect("mock");
-    let dir = tempfile::tempdir().expect("dir");
-    let server = server(&mock, dir.path(), TEAM).await;
-    script_a(&mock);
+    let (mock, _dir, server) = team(TEAM, &ANSWERS_A).await;
     let mut client = support::agents_client(&server).await;
     let chunks = support::generate(
         &mut client,
@@ -324,14 +302,7 @@ async fn aborting_the_supervisor_stops_its_sub_agent() {
 async fn on_delegation_start_rejects_with_the_reference_text() {
     let reference = scenario("D. ");
     let calls = reference["generate"]["calls"].as_array().expect("calls");
-    let mock = MockOpenAi::start().await.expect("mock");
-    let dir = tempfile::tempdir().expect("dir");
-    let server = server(&mock, dir.path(), TEAM).await;
-    mock.push(tool_call(
-        "agent-researcher",
-        json!({"prompt": "Why is the sky blue?"}),
-    ));
-    mock.push(MockReply::Text("Understood.".into()));
+    let (mock, _dir, server) = team(TEAM, &["Understood."]).await;
     let out = generate_hooked(
         &server,
         pb::GenerateRequest {
@@ -392,10 +363,7 @@ async fn on_delegation_start_rejects_with_the_reference_text() {
 async fn on_delegation_complete_replaces_the_text_the_supervisor_reads() {
     let reference = scenario("E1. ");
     let calls = reference["generate"]["calls"].as_array().expect("calls");
-    let mock = MockOpenAi::start().await.expect("mock");
-    let dir = tempfile::tempdir().expect("dir");
-    let server = server(&mock, dir.path(), TEAM).await;
-    script_a(&mock);
+    let (mock, _dir, server) = team(TEAM, &ANSWERS_A).await;
     let out = generate_hooked(
         &server,
         ask("boss", "Ask the researcher about the sky"),
@@ -427,13 +395,7 @@ async fn on_delegation_complete_replaces_the_text_the_supervisor_reads() {
 async fn a_failing_sub_agent_is_a_tool_error_with_the_reference_text() {
     let reference = scenario("F. ");
     let calls = reference["generate"]["calls"].as_array().expect("calls");
-    let mock = MockOpenAi::start().await.expect("mock");
-    let dir = tempfile::tempdir().expect("dir");
-    let server = server(&mock, dir.path(), TEAM).await;
-    mock.push(tool_call(
-        "agent-researcher",
-        json!({"prompt": "Why is the sky blue?"}),
-    ));
+    let (mock, _dir, server) = team(TEAM, &[]).await;
     mock.push(MockReply::Error {
         status: 400,
         body: r#"{"error":{"message":"boom"}}"#.into(),
@@ -472,32 +434,10 @@ async fn two_levels_of_delegation_forward_each_supervisors_prompt() {
     let reference = scenario("G. ");
     let mock = MockOpenAi::start().await.expect("mock");
     let dir = tempfile::tempdir().expect("dir");
-    let team = r#"
-[[agents]]
-id = "boss"
-name = "Boss"
-instructions = "You coordinate specialists."
-model = "mock/test-model"
-[agents.sub_agents]
-researcher = "researcher"
-
-[[agents]]
-id = "researcher"
-name = "Researcher"
-description = "Researches questions."
-instructions = "You research things."
-model = "mock/test-model"
-[agents.sub_agents]
-checker = "checker"
-
-[[agents]]
-id = "checker"
-name = "Checker"
-description = "Checks answers."
-instructions = "You check answers."
-model = "mock/test-model"
-"#;
-    let server = server(&mock, dir.path(), team).await;
+    let team = format!(
+        "{TEAM}[agents.sub_agents]\nchecker = \"checker\"\n\n[[agents]]\nid = \"checker\"\nname = \"Checker\"\ndescription = \"Checks answers.\"\ninstructions = \"You check answers.\"\nmodel = \"mock/test-model\"\n"
+    );
+    let server = server(&mock, dir.path(), &team).await;
     mock.push(tool_call(
         "agent-researcher",
         json!({"prompt": "Why is the sky blue?"}),
@@ -526,15 +466,7 @@ model = "mock/test-model"
 #[tokio::test]
 async fn message_filter_picks_what_the_sub_agent_reads() {
     let reference = scenario("E2. ");
-    let mock = MockOpenAi::start().await.expect("mock");
-    let dir = tempfile::tempdir().expect("dir");
-    let server = server(&mock, dir.path(), TEAM).await;
-    mock.push(tool_call(
-        "agent-researcher",
-        json!({"prompt": "Why is the sky blue?"}),
-    ));
-    mock.push(MockReply::Text("Rayleigh scattering.".into()));
-    mock.push(MockReply::Text("Done.".into()));
+    let (mock, _dir, server) = team(TEAM, &["Rayleigh scattering.", "Done."]).await;
     let out = generate_hooked(
         &server,
         ask("boss", "Ask the researcher about the sky"),
@@ -561,10 +493,7 @@ async fn message_filter_picks_what_the_sub_agent_reads() {
 
 #[tokio::test]
 async fn on_delegation_complete_can_bail_and_leave_feedback_for_later_turns() {
-    let mock = MockOpenAi::start().await.expect("mock");
-    let dir = tempfile::tempdir().expect("dir");
-    let server = server(&mock, dir.path(), TEAM).await;
-    script_a(&mock);
+    let (mock, _dir, server) = team(TEAM, &ANSWERS_A).await;
     let out = generate_hooked(
         &server,
         pb::GenerateRequest {
@@ -607,14 +536,11 @@ async fn on_delegation_complete_can_bail_and_leave_feedback_for_later_turns() {
 
 #[tokio::test]
 async fn include_sub_agent_tool_results_shows_the_supervisor_the_whole_result() {
-    let mock = MockOpenAi::start().await.expect("mock");
-    let dir = tempfile::tempdir().expect("dir");
-    let team = TEAM.replace(
+    let agents = TEAM.replace(
         "[agents.sub_agents]\nresearcher = \"researcher\"\n",
         "[agents.sub_agents]\nresearcher = \"researcher\"\n[agents.delegation]\ninclude_sub_agent_tool_results = true\n",
     );
-    let server = server(&mock, dir.path(), &team).await;
-    script_a(&mock);
+    let (mock, _dir, server) = team(&agents, &ANSWERS_A).await;
     let mut client = support::agents_client(&server).await;
     let chunks =
         support::generate(&mut client, ask("boss", "Ask the researcher about the sky")).await;

@@ -217,6 +217,36 @@ fn finish(h: &Hooked) -> pb::GenerateResult {
     support::finish(&h.chunks)
 }
 
+/// The texts of the messages saved in a thread (none when it does not exist).
+async fn thread_texts(server: &RunningServer, thread: &str, resource: &str) -> Vec<String> {
+    let mut threads =
+        agentd::pb::thread_service_client::ThreadServiceClient::new(support::channel(server).await);
+    let Ok(listed) = threads
+        .list_messages(pb::ListMessagesRequest {
+            thread_id: thread.into(),
+            resource_id: resource.into(),
+            ..Default::default()
+        })
+        .await
+    else {
+        return Vec::new();
+    };
+    listed
+        .into_inner()
+        .messages
+        .iter()
+        .map(|m| {
+            m.content
+                .iter()
+                .filter_map(|p| match &p.kind {
+                    Some(pb::part::Kind::Text(t)) => Some(t.text.clone()),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect()
+}
+
 async fn server(mock: &MockOpenAi, dir: &std::path::Path, extra: &str) -> RunningServer {
     let agents = format!("{AGENTS}{extra}");
     support::start(support::agent_config(mock, &agents, "embedded", dir)).await

@@ -88,32 +88,7 @@ const FEEDBACK: &str = "[Processor Feedback] Your previous response was not acce
 
 /// The texts of the messages a thread of resource `u1` saved (none when it does not exist).
 async fn saved_texts(server: &RunningServer, thread: &str) -> Vec<String> {
-    let mut threads =
-        agentd::pb::thread_service_client::ThreadServiceClient::new(support::channel(server).await);
-    let Ok(listed) = threads
-        .list_messages(pb::ListMessagesRequest {
-            thread_id: thread.into(),
-            resource_id: "u1".into(),
-            ..Default::default()
-        })
-        .await
-    else {
-        return Vec::new();
-    };
-    listed
-        .into_inner()
-        .messages
-        .iter()
-        .map(|m| {
-            m.content
-                .iter()
-                .filter_map(|p| match &p.kind {
-                    Some(pb::part::Kind::Text(t)) => Some(t.text.clone()),
-                    _ => None,
-                })
-                .collect()
-        })
-        .collect()
+    thread_texts(server, thread, "u1").await
 }
 
 fn tripwire_chunk(chunks: &[pb::Chunk]) -> Option<pb::TripwireChunk> {
