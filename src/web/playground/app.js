@@ -402,6 +402,18 @@ class RunView {
     card.output.replaceChildren(h("div", { class: "label" }, label), h("pre", {}, pretty(value)));
   }
 
+  /** A sub-agent's chunk inside its supervisor's stream: a call it waits on is decided here. */
+  subAgent(output) {
+    const inner = output.chunk || {};
+    const [kind, p] = Object.entries(inner).find(([k]) => !["runId", "sequence", "from", "metadata"].includes(k)) || [];
+    if (kind === "toolCallApproval" || (kind === "toolCallSuspended" && p.kind !== "SUSPENSION_KIND_SUB_AGENT")) {
+      this.note(`Sub-agent ${output.agentId} waits: ${p.toolName}`, "warn");
+      addPending(inner.runId, p);
+    } else if (kind === "finish") {
+      this.note(`Sub-agent ${output.agentId}: ${p.text || enumText(p.finishReason, "FINISH_REASON_")}`);
+    }
+  }
+
   note(text, tone = "") {
     const el = h("div", { class: `outcome ${tone}` }, text);
     this.body.append(el);
@@ -447,9 +459,15 @@ class RunView {
         addPending(this.runId, p);
         break;
       case "toolCallSuspended":
+        // A delegation waits for its sub-agent, whose own call is the one to decide.
+        if (p.kind === "SUSPENSION_KIND_SUB_AGENT") {
+          this.toolState(p, "waiting for its sub-agent", "warn");
+          break;
+        }
         this.toolState(p, "waiting for input", "warn");
         addPending(this.runId, p);
         break;
+      case "toolOutput": this.subAgent(p); break;
       case "toolResult": this.toolOutput(p, p.isError ? "Error" : "Result", p.result, p.isError ? "bad" : "ok"); break;
       case "toolError": this.toolOutput(p, "Error", p.error, "bad"); break;
       case "toolOutputDenied": this.toolState(p, "declined", "bad"); break;
@@ -694,7 +712,12 @@ async function refreshPending() {
     const { runs = [] } = await api.call("agentd.v1.ApprovalService/ListPending", { threadId: thread, resourceId: state.resource });
     if (state.thread !== thread) return;
     state.pending.clear();
-    for (const run of runs) for (const s of run.pending || []) state.pending.set(s.toolCallId, { runId: run.runId, suspension: s });
+    for (const run of runs) {
+      for (const s of run.pending || []) {
+        // A supervisor waiting on a sub-agent is decided through the sub-agent's call.
+        if (s.kind !== "SUSPENSION_KIND_SUB_AGENT") state.pending.set(s.toolCallId, { runId: run.runId, suspension: s });
+      }
+    }
     renderPending();
   } catch (error) {
     report(error, "Listing pending approvals");
