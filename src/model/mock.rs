@@ -379,11 +379,21 @@ impl Drop for MockOpenAi {
 /// A planner that needs no model: with the task tools offered and no tool result yet, it writes
 /// the comma-separated items of the last user message as a task list; afterwards it answers
 /// with a summary. Two steps per run: the shape of a typical planning turn (and the benchmark).
+/// Offered a sub-agent (`agent-{key}`) instead, it first hands the prompt to the first one.
 pub fn planner_reply(request: &Value) -> MockReply {
     let Some((prompt, messages)) = last_prompt(request) else {
         return MockReply::Text("Nothing to plan.".to_owned());
     };
     let answered = messages.iter().any(|m| m["role"] == "tool");
+    let sub_agent = request["tools"].as_array().and_then(|tools| {
+        tools
+            .iter()
+            .filter_map(|t| t["function"]["name"].as_str())
+            .find(|name| name.starts_with("agent-"))
+    });
+    if let (Some(name), false) = (sub_agent, answered) {
+        return MockReply::ToolCalls(vec![(name.to_owned(), json!({ "prompt": prompt }))]);
+    }
     let offers_tasks = request["tools"]
         .as_array()
         .is_some_and(|tools| tools.iter().any(|t| t["function"]["name"] == "task_write"));
