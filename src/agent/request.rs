@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::message::Message;
-use crate::config::{AgentDefaults, CompletionConfig, ProcessorOverrides};
+use crate::config::{AgentConfig, CompletionConfig, ProcessorOverrides};
 use crate::model::{FinishReason, ModelSettings, ToolChoice};
 
 /// A declarative stop condition, checked after each step that would continue.
@@ -240,9 +240,13 @@ pub struct ParentLink {
 }
 
 impl RunRequest {
-    /// Fills what the request leaves unset from the agent's `[agents.default_options]`; the
-    /// request wins.
-    pub fn apply_defaults(&mut self, defaults: &AgentDefaults) {
+    /// Fills what the request leaves unset from the agent's `[agents.default_options]` and its
+    /// completion scorers; the request wins.
+    pub fn apply_defaults(&mut self, agent: &AgentConfig) {
+        if self.is_task_complete.is_none() {
+            self.is_task_complete.clone_from(&agent.is_task_complete);
+        }
+        let defaults = &agent.default_options;
         self.max_steps = self.max_steps.or(defaults.max_steps);
         self.tool_call_concurrency = self
             .tool_call_concurrency

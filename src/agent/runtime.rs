@@ -166,12 +166,7 @@ impl Runtime {
             String::new()
         };
         let mut request = request;
-        request.apply_defaults(&agent.config.default_options);
-        if request.is_task_complete.is_none() {
-            request
-                .is_task_complete
-                .clone_from(&agent.config.is_task_complete);
-        }
+        request.apply_defaults(&agent.config);
         validate_completion(&agent, &self.agents, &request, hooks.as_deref())?;
         validate_processors(&agent, &request, hooks.as_deref())?;
         let mut run_id = request.run_id.clone().unwrap_or_else(new_id);
@@ -205,9 +200,7 @@ impl Runtime {
                 run_id = first;
             }
         }
-        let permit = self.permits.clone().try_acquire_owned().map_err(|_| {
-            RunError::Exhausted("too many runs in progress on this server; retry later".into())
-        })?;
+        let permit = self.permit()?;
 
         let span = run_span(&agent, &request, &run_id, parent.as_ref(), &[]);
         let trace = telemetry::run_trace_ids(&span, parent.as_ref());
@@ -248,6 +241,13 @@ impl Runtime {
             hooks,
         });
         Ok((stream, trace))
+    }
+
+    /// A run slot on this replica, or RESOURCE_EXHAUSTED when every one is taken.
+    fn permit(&self) -> Result<OwnedSemaphorePermit, RunError> {
+        self.permits.clone().try_acquire_owned().map_err(|_| {
+            RunError::Exhausted("too many runs in progress on this server; retry later".into())
+        })
     }
 
     async fn write_record(
@@ -477,7 +477,7 @@ impl Runtime {
             flush.wait().await;
             drop(permit);
             if let Some((link, end)) = handoff {
-                self.hand_off(&link, &end, client).await;
+                self.hand_off(&link, end, client).await;
             }
             info!(
                 run_id = %run_id,

@@ -183,6 +183,19 @@ pub struct PendingCall {
     pub sub_run_id: Option<String>,
 }
 
+impl PendingCall {
+    /// A delegation `call` waiting for its sub-agent's run `sub_run`.
+    pub fn on_sub_run(call: &CallRecord, sub_run: String) -> Self {
+        Self {
+            call: call.clone(),
+            kind: PendingKind::SubAgent,
+            decision: None,
+            resume_schema: None,
+            sub_run_id: Some(sub_run),
+        }
+    }
+}
+
 /// A client-tool call of an earlier run of the thread, still waiting, that this run's model
 /// may answer from the user's message (`auto_resume_suspended_tools`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -61,22 +61,6 @@ fn reference_prompt(call: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-/// `(role, text)` of each message agentd sent in model request `i` (tool calls carry no text,
-/// as in the reference's rendering above).
-fn sent_prompt(mock: &MockOpenAi, i: usize) -> Vec<(String, String)> {
-    messages(mock, i)
-        .iter()
-        .map(|m| {
-            let text = match &m["content"] {
-                Value::String(s) => s.clone(),
-                Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect(),
-                _ => String::new(),
-            };
-            (m["role"].as_str().unwrap_or("").to_owned(), text)
-        })
-        .collect()
-}
-
 /// A scripted model and a server running `agents`, whose supervisor first delegates "Why is
 /// the sky blue?" to the researcher; then each of `texts` answers in turn.
 async fn team(agents: &str, texts: &[&str]) -> (MockOpenAi, tempfile::TempDir, RunningServer) {
@@ -156,9 +140,9 @@ async fn a_supervisor_delegates_and_both_models_read_the_reference_prompts() {
     // The sub-agent reads its instructions, the supervisor's prompt, then the delegation's;
     // the supervisor then reads the sub-agent's text as the tool's output. Its own tools only.
     assert_eq!(calls[1]["model"], "researcher");
-    assert_eq!(sent_prompt(&mock, 1), reference_prompt(&calls[1]));
+    assert_eq!(prompt(&mock, 1), reference_prompt(&calls[1]));
     assert!(mock.requests()[1].get("tools").is_none());
-    assert_eq!(sent_prompt(&mock, 2), reference_prompt(&calls[2]));
+    assert_eq!(prompt(&mock, 2), reference_prompt(&calls[2]));
 
     // The result object, with the reference's shape and ids.
     let delegated = &result.steps[0].tool_results[0];
@@ -336,7 +320,7 @@ async fn on_delegation_start_rejects_with_the_reference_text() {
     .await;
     // The sub-agent never ran: two model calls, both the supervisor's.
     assert_eq!(mock.requests().len(), 2);
-    assert_eq!(sent_prompt(&mock, 1), reference_prompt(&calls[1]));
+    assert_eq!(prompt(&mock, 1), reference_prompt(&calls[1]));
     let object = delegated(&finish(&out));
     let expected = &reference["generate"]["result"]["toolResults"][0]["result"];
     assert_eq!(object["text"], expected["text"]);
@@ -386,7 +370,7 @@ async fn on_delegation_complete_replaces_the_text_the_supervisor_reads() {
         }),
     )
     .await;
-    assert_eq!(sent_prompt(&mock, 2), reference_prompt(&calls[2]));
+    assert_eq!(prompt(&mock, 2), reference_prompt(&calls[2]));
     let object = delegated(&finish(&out));
     assert_eq!(object["text"], "REPLACED TEXT");
 }
@@ -407,7 +391,7 @@ async fn a_failing_sub_agent_is_a_tool_error_with_the_reference_text() {
         support::generate(&mut client, ask("boss", "Ask the researcher about the sky")).await;
     let last = mock.requests().len() - 1;
     assert_eq!(
-        sent_prompt(&mock, last).last(),
+        prompt(&mock, last).last(),
         reference_prompt(&calls[calls.len() - 1]).last()
     );
     let result = support::finish(&chunks);
@@ -421,7 +405,7 @@ fn assert_prompts_match(mock: &MockOpenAi, reference: &Value) {
     assert_eq!(mock.requests().len(), calls.len(), "model calls");
     for (i, call) in calls.iter().enumerate() {
         assert_eq!(
-            sent_prompt(mock, i),
+            prompt(mock, i),
             reference_prompt(call),
             "call {i} ({})",
             call["model"]

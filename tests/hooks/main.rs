@@ -213,6 +213,21 @@ fn messages(mock: &MockOpenAi, request: usize) -> Vec<Value> {
         .clone()
 }
 
+/// `(role, text)` of each message of the model's request `request` (tool calls carry no text).
+fn prompt(mock: &MockOpenAi, request: usize) -> Vec<(String, String)> {
+    messages(mock, request)
+        .iter()
+        .map(|m| {
+            let content = match &m["content"] {
+                Value::String(s) => s.clone(),
+                Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect(),
+                _ => String::new(),
+            };
+            (m["role"].as_str().unwrap_or("").to_owned(), content)
+        })
+        .collect()
+}
+
 fn finish(h: &Hooked) -> pb::GenerateResult {
     support::finish(&h.chunks)
 }

@@ -62,24 +62,6 @@ fn abort(reason: &str, retry: bool) -> Answer {
     })
 }
 
-/// The reference's prompts as agentd sends them: `(role, text)` of each message.
-fn prompt(mock: &MockOpenAi, request: usize) -> Vec<(String, String)> {
-    messages(mock, request)
-        .iter()
-        .map(|m| {
-            let content = match &m["content"] {
-                Value::String(s) => s.clone(),
-                Value::Array(parts) => parts
-                    .iter()
-                    .filter_map(|p| p["text"].as_str())
-                    .collect::<String>(),
-                _ => String::new(),
-            };
-            (m["role"].as_str().unwrap_or("").to_owned(), content)
-        })
-        .collect()
-}
-
 fn pair(role: &str, text: &str) -> (String, String) {
     (role.to_owned(), text.to_owned())
 }

@@ -64,6 +64,18 @@ impl Delegated {
             waiting_on: None,
         }
     }
+
+    /// The tool's `result`, the model reading `model_output` instead when set.
+    fn answered(result: Value, model_output: Option<String>) -> Self {
+        Self {
+            output: Ok(ToolOutput {
+                result,
+                is_error: false,
+            }),
+            model_output,
+            waiting_on: None,
+        }
+    }
 }
 
 /// What `on_delegation_start` left of the delegation.
@@ -125,14 +137,7 @@ impl Runner {
                     ];
                     self.append_to_thread(&key, &messages, true).await;
                 }
-                return Delegated {
-                    model_output: Some(outcome.text.clone()),
-                    output: Ok(ToolOutput {
-                        result: rejected_result(&outcome),
-                        is_error: false,
-                    }),
-                    waiting_on: None,
-                };
+                return Delegated::answered(rejected_result(&outcome), Some(outcome.text.clone()));
             }
             Err(Rejection::Failed(text)) => return Delegated::failed(text),
         };
@@ -258,14 +263,7 @@ impl Runner {
         }
         let model_output = (!self.agent.config.delegation.include_sub_agent_tool_results)
             .then(|| outcome.text.clone());
-        Delegated {
-            output: Ok(ToolOutput {
-                result: outcome.result(),
-                is_error: false,
-            }),
-            model_output,
-            waiting_on: None,
-        }
+        Delegated::answered(outcome.result(), model_output)
     }
 
     /// The context a delegation of this step forwards (the supervisor's prompt of the step:

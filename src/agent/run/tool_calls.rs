@@ -42,9 +42,8 @@ type CallFuture<'a> = Pin<Box<dyn Future<Output = Resolved> + Send + 'a>>;
 enum Resolved {
     /// Its result; `Some(reason)` when it was declined.
     Result(ResultRecord, Option<String>),
-    /// A delegation whose sub-agent's run waits for decisions (this run id): the step
-    /// suspends on it.
-    Waiting(String),
+    /// A delegation whose sub-agent's run waits for decisions: the step suspends on it.
+    Waiting(PendingCall),
 }
 
 /// The tools offered to the model: the agent's and the request's client tools, filtered by
@@ -259,17 +258,8 @@ impl Runner {
             }
             let (record, denied) = match resolved {
                 Resolved::Result(record, denied) => (record, denied),
-                Resolved::Waiting(sub_run) => {
-                    let index = step.tool_results.len() + waiting.len();
-                    if let Some(call) = step.tool_calls.get(index) {
-                        waiting.push(PendingCall {
-                            call: call.clone(),
-                            kind: PendingKind::SubAgent,
-                            decision: None,
-                            resume_schema: None,
-                            sub_run_id: Some(sub_run),
-                        });
-                    }
+                Resolved::Waiting(pending) => {
+                    waiting.push(pending);
                     continue;
                 }
             };
@@ -362,7 +352,7 @@ impl Runner {
                             .instrument(span.clone())
                             .await;
                         if let Some(sub_run) = delegated.waiting_on {
-                            return Resolved::Waiting(sub_run);
+                            return Resolved::Waiting(PendingCall::on_sub_run(call, sub_run));
                         }
                         model_output = delegated.model_output;
                         delegated.output
@@ -392,22 +382,15 @@ impl Runner {
             ToolKind::Client => "client",
         };
         telemetry::metrics().tool_call(label, started.elapsed(), output.is_err());
-        match output {
-            Ok(ToolOutput { result, is_error }) => {
-                self.record_io().output(
-                    &span,
-                    telemetry::GEN_AI_TOOL_CALL_RESULT,
-                    &result.to_string(),
-                );
-                let mut record = record(result, is_error);
-                record.model_output = model_output;
-                Resolved::Result(record, None)
-            }
-            Err(error) => {
-                telemetry::record_error(&span, &error);
-                Resolved::Result(record(Value::String(error), true), None)
-            }
+        match &output {
+            Ok(out) => self.record_io().output(
+                &span,
+                telemetry::GEN_AI_TOOL_CALL_RESULT,
+                &out.result.to_string(),
+            ),
+            Err(error) => telemetry::record_error(&span, error),
         }
+        Resolved::Result(output_record(call, output, model_output), None)
     }
 
     pub(super) fn record_io(&self) -> telemetry::RecordIo {
@@ -441,18 +424,29 @@ impl Runner {
 
 /// A continued delegation's result.
 fn delegated_result(call: &CallRecord, delegated: super::delegation::Delegated) -> Resolved {
-    if let Some(sub_run) = delegated.waiting_on {
-        return Resolved::Waiting(sub_run);
+    match delegated.waiting_on {
+        Some(sub_run) => Resolved::Waiting(PendingCall::on_sub_run(call, sub_run)),
+        None => Resolved::Result(
+            output_record(call, delegated.output, delegated.model_output),
+            None,
+        ),
     }
-    let record = match delegated.output {
-        Ok(ToolOutput { result, is_error }) => {
-            let mut record = ResultRecord::of(call, result, is_error);
-            record.model_output = delegated.model_output;
-            record
-        }
+}
+
+/// The result of `call` from its tool's output (an `Err` is the error text the model reads),
+/// with what the model reads instead when that differs.
+fn output_record(
+    call: &CallRecord,
+    output: Result<ToolOutput, String>,
+    model_output: Option<String>,
+) -> ResultRecord {
+    match output {
+        Ok(ToolOutput { result, is_error }) => ResultRecord {
+            model_output,
+            ..ResultRecord::of(call, result, is_error)
+        },
         Err(error) => ResultRecord::of(call, Value::String(error), true),
-    };
-    Resolved::Result(record, None)
+    }
 }
 
 /// The tool message carrying a step's results.

@@ -154,7 +154,7 @@ impl Runtime {
                 &record.run_id,
                 format!("the sub-agent's run was aborted: {why}"),
             );
-            self.hand_off(&link, &end, None).await;
+            self.hand_off(&link, end, None).await;
         }
         Ok(true)
     }

@@ -89,11 +89,7 @@ impl Runtime {
             // failure here leaves the run suspended rather than stuck "running".
             let resumed = match decided {
                 Decided::Continue => {
-                    let permit = self.permits.clone().try_acquire_owned().map_err(|_| {
-                        RunError::Exhausted(
-                            "too many runs in progress on this server; retry later".into(),
-                        )
-                    })?;
+                    let permit = self.permit()?;
                     Some((permit, self.continuation_inputs(&record).await?))
                 }
                 Decided::Waiting => None,

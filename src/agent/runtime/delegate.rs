@@ -50,15 +50,8 @@ impl Runtime {
         let agent = self.agents.get(&request.agent_id).ok_or_else(|| {
             RunError::NotFound(format!("agent {:?} is not configured", request.agent_id))
         })?;
-        request.apply_defaults(&agent.config.default_options);
-        if request.is_task_complete.is_none() {
-            request
-                .is_task_complete
-                .clone_from(&agent.config.is_task_complete);
-        }
-        let permit = self.permits.clone().try_acquire_owned().map_err(|_| {
-            RunError::Exhausted("too many runs in progress on this server; retry later".into())
-        })?;
+        request.apply_defaults(&agent.config);
+        let permit = self.permit()?;
         let run_id = new_id();
         // Made inside the delegation call's span, its child (in the caller's trace).
         let span = run_span(&agent, &request, &run_id, None, &[]);
@@ -105,10 +98,9 @@ impl Runtime {
     pub(super) async fn hand_off(
         self: &Arc<Self>,
         link: &ParentLink,
-        end: &SubRunEnd,
+        mut end: SubRunEnd,
         client: Option<ClientSender>,
     ) {
-        let mut end = end.clone();
         end.sub_memory = (link.sub_thread_id.clone(), link.sub_resource_id.clone());
         let Ok(value) = serde_json::to_value(&end) else {
             return;
