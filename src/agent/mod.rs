@@ -15,6 +15,7 @@ pub mod record;
 pub mod request;
 pub mod result;
 pub mod run;
+pub mod scorers;
 pub mod runtime;
 pub mod state;
 pub mod stop;
