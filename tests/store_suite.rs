@@ -766,5 +766,8 @@ async fn redis_hung_server_times_out() {
     assert_eq!(store.get_doc(&k, "d").await.unwrap(), Some(v(1, "v1")));
 }
 
+#[path = "store_suite/scores.rs"]
+mod scores;
+
 #[path = "store_suite/vectors.rs"]
 mod vectors;

@@ -286,6 +286,14 @@ impl Store for Deferred {
         self.store()?.index_members(index).await
     }
 
+    async fn append_score(&self, lists: &[String], score: Bytes) -> StoreResult<()> {
+        self.store()?.append_score(lists, score).await
+    }
+
+    async fn read_scores(&self, list: &str, from: u64, limit: usize) -> StoreResult<Vec<Bytes>> {
+        self.store()?.read_scores(list, from, limit).await
+    }
+
     async fn append_vectors(
         &self,
         resource_id: &str,

@@ -57,6 +57,7 @@ use threads::{owned_thread, save_thread};
 mod log;
 mod notify;
 mod runs;
+mod scores;
 mod threads;
 mod vectors;
 mod writer;
@@ -563,6 +564,18 @@ impl Store for EmbeddedStore {
         .await
     }
 
+    async fn append_score(&self, lists: &[String], score: Bytes) -> StoreResult<()> {
+        let lists = lists.to_vec();
+        self.write(move |tx, _| scores::append(tx, &lists, &score))
+            .await
+    }
+
+    async fn read_scores(&self, list: &str, from: u64, limit: usize) -> StoreResult<Vec<Bytes>> {
+        let list = list.to_string();
+        self.read(move |tx, _| scores::read(tx, &list, from, limit))
+            .await
+    }
+
     async fn append_vectors(
         &self,
         resource_id: &str,
@@ -726,6 +739,7 @@ fn create_tables(db: &Database) -> StoreResult<()> {
     tx.open_table(LEASES)?;
     tx.open_table(LEASE_OF)?;
     vectors::create_tables(&tx)?;
+    scores::create_tables(&tx)?;
     tx.open_table(threads::THREAD_DELETED)?;
     tx.open_table(threads::RESOURCE_DOCS)?;
     threads::backfill_list(&tx)?;

@@ -343,6 +343,13 @@ pub trait Store: Send + Sync + 'static {
     /// Lists the members of an index set.
     async fn index_members(&self, index: &str) -> StoreResult<Vec<String>>;
 
+    /// Appends `score` (an encoded score record) to each named score list (a run's, a thread's,
+    /// an agent's): lists only grow, so a position read once stays that record.
+    async fn append_score(&self, lists: &[String], score: Bytes) -> StoreResult<()>;
+
+    /// At most `limit` records of a score list from position `from` (0-based, oldest first).
+    async fn read_scores(&self, list: &str, from: u64, limit: usize) -> StoreResult<Vec<Bytes>>;
+
     /// Appends message embeddings to the resource's vector log in one step, each given the
     /// next sequence number of that log.
     async fn append_vectors(&self, resource_id: &str, entries: Vec<VectorEntry>)

@@ -62,7 +62,7 @@ pub use target::RedisTarget;
 use codec::{decode_cas, encode_numbered, split_numbered, ttl_ms, versioned};
 use conn::{Backend, Conn};
 use keys::{
-    LEASES_KEY, doc_key, esc, index_key, listing_key, resource_key, run_key, thread_key,
+    LEASES_KEY, doc_key, esc, index_key, listing_key, resource_key, run_key, score_key, thread_key,
     watch_channel,
 };
 use scripts::{
@@ -499,6 +499,30 @@ impl Store for RedisStore {
         // Sets are unordered; sorting keeps results stable (and equal to the embedded store's).
         members.sort_unstable();
         Ok(members)
+    }
+
+    async fn append_score(&self, lists: &[String], score: Bytes) -> StoreResult<()> {
+        // One key per list: each may live in its own cluster slot.
+        for list in lists {
+            let mut push = redis::cmd("RPUSH");
+            push.arg(score_key(list)).arg(score.as_ref());
+            self.query_write::<()>(&push).await?;
+        }
+        Ok(())
+    }
+
+    async fn read_scores(&self, list: &str, from: u64, limit: usize) -> StoreResult<Vec<Bytes>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let last = from.saturating_add(limit as u64 - 1).min(i64::MAX as u64);
+        let mut range = redis::cmd("LRANGE");
+        range
+            .arg(score_key(list))
+            .arg(from.min(i64::MAX as u64))
+            .arg(last);
+        let records: Vec<Vec<u8>> = self.query(&range).await?;
+        Ok(records.into_iter().map(Bytes::from).collect())
     }
 
     async fn append_vectors(

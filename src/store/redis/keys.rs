@@ -71,6 +71,11 @@ pub(super) fn index_key(index: &str) -> String {
     format!("agentd:{{i:{}}}:set", esc(index))
 }
 
+/// The list of a score list's records (a run's, a thread's or an agent's scores).
+pub(super) fn score_key(list: &str) -> String {
+    format!("agentd:{{s:{}}}:scores", esc(list))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
