@@ -3,6 +3,7 @@
 //! judge model answers (`judged/`).
 
 pub mod data;
+pub mod judged;
 
 use std::collections::BTreeMap;
 
