@@ -63,6 +63,24 @@ pub(super) fn round_to_two_decimals(x: f64) -> f64 {
     math_round((x + f64::EPSILON) * 100.0) / 100.0
 }
 
+/// `Math.max(a, b)`: NaN wins, unlike `f64::max`.
+pub(super) fn max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
+}
+
+/// `Math.min(a, b)`: NaN wins, unlike `f64::min`.
+pub(super) fn min(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.min(b)
+    }
+}
+
 /// `String.prototype.trim`: JavaScript's whitespace, which differs from Rust's (it trims
 /// U+FEFF and keeps U+0085).
 pub(super) fn trim(text: &str) -> &str {
@@ -93,6 +111,13 @@ pub(super) fn lower(text: &str) -> String {
 pub(super) fn stringify(value: &Value) -> String {
     let mut out = String::new();
     write(&mut out, value, None, 0);
+    out
+}
+
+/// `JSON.stringify(value, null, 2)`.
+pub(super) fn stringify_pretty(value: &Value) -> String {
+    let mut out = String::new();
+    write(&mut out, value, Some(2), 0);
     out
 }
 
@@ -192,6 +217,7 @@ fn array_index(key: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn numbers_print_like_javascript() {
@@ -229,6 +255,10 @@ mod tests {
         assert_eq!(
             stringify(&value),
             r#"{"2":null,"10":"x\n\"y\"","b":[1,{},[]],"a":{"c":true}}"#
+        );
+        assert_eq!(
+            stringify_pretty(&json!([{"a": 1, "b": []}])),
+            "[\n  {\n    \"a\": 1,\n    \"b\": []\n  }\n]"
         );
         assert_eq!(quote("say \"hi\"\u{1}"), "\"say \\\"hi\\\"\\u0001\"");
     }

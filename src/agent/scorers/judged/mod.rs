@@ -17,11 +17,17 @@ mod answer_relevancy_prompts;
 pub mod bias;
 mod bias_prompts;
 pub mod context;
+pub mod context_precision;
+mod context_precision_prompts;
+pub mod context_relevance;
+mod context_relevance_prompts;
 pub mod faithfulness;
 mod faithfulness_prompts;
 pub mod hallucination;
 mod hallucination_prompts;
 mod js;
+pub mod prompt_alignment;
+mod prompt_alignment_prompts;
 mod run_text;
 mod schema;
 mod step;
@@ -40,8 +46,13 @@ use serde::Deserialize;
 pub use answer_relevancy::AnswerRelevancyOptions;
 pub use bias::BiasOptions;
 pub use context::{ContextExtractor, ContextStep, GetContext, GetContextParams, StepResults};
+pub use context_precision::ContextPrecisionOptions;
+pub use context_relevance::{ContextRelevanceOptions, Penalties};
 pub use faithfulness::FaithfulnessOptions;
 pub use hallucination::HallucinationOptions;
+pub use prompt_alignment::{
+    ConversationHistory, EvaluationMode, HistoryLimit, PromptAlignmentOptions,
+};
 pub use tool_call_accuracy::{AvailableTool, ToolCallAccuracyOptions};
 pub use toxicity::ToxicityOptions;
 
@@ -62,16 +73,25 @@ pub enum JudgedScorer {
     Bias(BiasOptions),
     /// `llm-tool-call-accuracy-scorer`.
     ToolCallAccuracy(ToolCallAccuracyOptions),
+    /// `context-relevance-scorer`.
+    ContextRelevance(ContextRelevanceOptions),
+    /// `context-precision-scorer`.
+    ContextPrecision(ContextPrecisionOptions),
+    /// `prompt-alignment-scorer`.
+    PromptAlignment(PromptAlignmentOptions),
 }
 
 /// The reference's ids of the judged scorers, as [`JudgedScorer::from_options`] takes them.
-pub const IDS: [&str; 6] = [
+pub const IDS: [&str; 9] = [
     answer_relevancy::ID,
     faithfulness::ID,
     hallucination::ID,
     toxicity::ID,
     bias::ID,
     tool_call_accuracy::ID,
+    context_relevance::ID,
+    context_precision::ID,
+    prompt_alignment::ID,
 ];
 
 impl JudgedScorer {
@@ -97,6 +117,9 @@ impl JudgedScorer {
             toxicity::ID => Self::Toxicity(read(id, options)?),
             bias::ID => Self::Bias(read(id, options)?),
             tool_call_accuracy::ID => Self::ToolCallAccuracy(read(id, options)?),
+            context_relevance::ID => Self::ContextRelevance(read(id, options)?),
+            context_precision::ID => Self::ContextPrecision(read(id, options)?),
+            prompt_alignment::ID => Self::PromptAlignment(read(id, options)?),
             _ => return Err(format!("unknown judged scorer {id:?}")),
         };
         scorer.validate()?;
@@ -112,6 +135,9 @@ impl JudgedScorer {
             Self::Toxicity(_) => toxicity::ID,
             Self::Bias(_) => bias::ID,
             Self::ToolCallAccuracy(_) => tool_call_accuracy::ID,
+            Self::ContextRelevance(_) => context_relevance::ID,
+            Self::ContextPrecision(_) => context_precision::ID,
+            Self::PromptAlignment(_) => prompt_alignment::ID,
         }
     }
 
@@ -124,6 +150,9 @@ impl JudgedScorer {
             Self::Toxicity(_) => toxicity::NAME,
             Self::Bias(_) => bias::NAME,
             Self::ToolCallAccuracy(_) => tool_call_accuracy::NAME,
+            Self::ContextRelevance(_) => context_relevance::NAME,
+            Self::ContextPrecision(_) => context_precision::NAME,
+            Self::PromptAlignment(_) => prompt_alignment::NAME,
         }
     }
 
@@ -136,6 +165,9 @@ impl JudgedScorer {
             Self::Toxicity(_) => toxicity::DESCRIPTION,
             Self::Bias(_) => bias::DESCRIPTION,
             Self::ToolCallAccuracy(_) => tool_call_accuracy::DESCRIPTION,
+            Self::ContextRelevance(_) => context_relevance::DESCRIPTION,
+            Self::ContextPrecision(_) => context_precision::DESCRIPTION,
+            Self::PromptAlignment(_) => prompt_alignment::DESCRIPTION,
         }
     }
 
@@ -148,12 +180,19 @@ impl JudgedScorer {
             Self::Toxicity(_) => toxicity::INSTRUCTIONS,
             Self::Bias(_) => bias::INSTRUCTIONS,
             Self::ToolCallAccuracy(_) => tool_call_accuracy::INSTRUCTIONS,
+            Self::ContextRelevance(_) => context_relevance::INSTRUCTIONS,
+            Self::ContextPrecision(_) => context_precision::INSTRUCTIONS,
+            Self::PromptAlignment(_) => prompt_alignment::INSTRUCTIONS,
         }
     }
 
     /// Checks the options as the reference's factory does when the scorer is built.
     pub fn validate(&self) -> Result<(), String> {
-        Ok(())
+        match self {
+            Self::ContextRelevance(o) => o.validate(),
+            Self::ContextPrecision(o) => o.validate(),
+            _ => Ok(()),
+        }
     }
 
     /// Scores a finished run, asking `judge`; fails, naming the scorer and the step, where
@@ -170,6 +209,9 @@ impl JudgedScorer {
             Self::Toxicity(o) => toxicity::score(run, o, judge).await,
             Self::Bias(o) => bias::score(run, o, judge).await,
             Self::ToolCallAccuracy(o) => tool_call_accuracy::score(run, o, judge).await,
+            Self::ContextRelevance(o) => context_relevance::score(run, o, judge).await,
+            Self::ContextPrecision(o) => context_precision::score(run, o, judge).await,
+            Self::PromptAlignment(o) => prompt_alignment::score(run, o, judge).await,
         }
     }
 }

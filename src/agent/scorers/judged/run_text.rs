@@ -65,6 +65,34 @@ fn text_from_value(value: &Value) -> Option<String> {
     }
 }
 
+/// `getTextContentFromMastraDBMessage`: the content text, else the last text part ("" when
+/// none).
+fn message_text(message: &Value) -> String {
+    let content = message.get("content").unwrap_or(&Value::Null);
+    let last_text_part = |parts: &Vec<Value>| {
+        parts
+            .iter()
+            .rfind(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+            .and_then(|p| p.get("text").and_then(Value::as_str))
+            .unwrap_or("")
+            .to_owned()
+    };
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => last_text_part(parts),
+        _ => {
+            if let Some(text) = non_empty(content, "content").or_else(|| non_empty(content, "text"))
+            {
+                return text.to_owned();
+            }
+            match content.get("parts") {
+                Some(Value::Array(parts)) => last_text_part(parts),
+                _ => String::new(),
+            }
+        }
+    }
+}
+
 /// `getUserMessageFromRunInput`: the text of the first user message (which may be empty);
 /// `None` when there is no user message or it has no text.
 pub(super) fn user_text(input: &ScorerInput) -> Option<String> {
@@ -85,6 +113,69 @@ pub(super) fn assistant_text(output: &[DbMessage]) -> Option<String> {
         .filter(|m| effective_role(m) == Some("assistant"))
         // A trailing message may hold only tool calls: the last one with text counts.
         .find_map(|m| text_from_value(&m).filter(|t| !t.is_empty()))
+}
+
+/// `getCombinedSystemPrompt`: the system messages, the input's system-role messages and the
+/// tagged system messages, joined by a blank line.
+pub(super) fn system_prompt(input: &ScorerInput) -> String {
+    let mut texts: Vec<String> = input
+        .system_messages
+        .iter()
+        .map(|m| match m.get("content") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Array(parts)) => parts
+                .iter()
+                .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+                .map(|p| match p.get("text") {
+                    Some(Value::String(s)) if !s.is_empty() => s.clone(),
+                    _ => String::new(),
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+            _ => String::new(),
+        })
+        .filter(|s| !s.is_empty())
+        .collect();
+    texts.extend(
+        input
+            .input_messages
+            .iter()
+            .filter(|m| m.role == "system")
+            .filter_map(|m| text_from_value(&as_value(m)))
+            .filter(|t| !t.is_empty()),
+    );
+    for messages in input.tagged_system_messages.values() {
+        if let Value::Array(messages) = messages {
+            texts.extend(
+                messages
+                    .iter()
+                    .filter_map(text_from_value)
+                    .filter(|t| !t.is_empty()),
+            );
+        }
+    }
+    texts.join("\n\n")
+}
+
+/// `getConversationHistoryFromRunInput`: the last `max_messages` remembered messages as
+/// `role: text` lines; `None` when none has text.
+pub(super) fn conversation_history(input: &ScorerInput, max_messages: u32) -> Option<String> {
+    let max = max_messages as usize;
+    if max == 0 {
+        return None;
+    }
+    let remembered = &input.remembered_messages;
+    let lines: Vec<String> = remembered[remembered.len().saturating_sub(max)..]
+        .iter()
+        .map(as_value)
+        .filter_map(|m| {
+            let role = effective_role(&m)?.to_owned();
+            let text = message_text(&m);
+            let text = js::trim(&text);
+            (!role.is_empty() && !text.is_empty()).then(|| format!("{role}: {text}"))
+        })
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
 }
 
 /// The faithfulness scorer's default context: `JSON.stringify` of each finished tool call's
@@ -321,6 +412,19 @@ mod tests {
         }))
         .expect("input");
         assert_eq!(user_text(&input).as_deref(), Some("Pick one."));
+        assert_eq!(
+            system_prompt(&input),
+            "Part one. Part two.\n\nInline system.\n\nTagged.\n\nT2"
+        );
+        assert_eq!(
+            conversation_history(&input, 10).as_deref(),
+            Some("user: hello\nnotice: sig\nassistant: b")
+        );
+        assert_eq!(
+            conversation_history(&input, 1).as_deref(),
+            Some("assistant: b")
+        );
+        assert_eq!(conversation_history(&input, 0), None);
 
         let output = [
             message(

@@ -42,9 +42,19 @@ pub(super) fn string() -> Value {
     json!({ "type": "string" })
 }
 
+/// A number.
+pub(super) fn number() -> Value {
+    json!({ "type": "number" })
+}
+
 /// A boolean.
 pub(super) fn boolean() -> Value {
     json!({ "type": "boolean" })
+}
+
+/// One of the given strings.
+pub(super) fn string_enum(values: &[&str]) -> Value {
+    json!({ "type": "string", "enum": values })
 }
 
 /// `{ <name>: string[] }`, the extraction steps' schema.

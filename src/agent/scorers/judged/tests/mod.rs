@@ -138,6 +138,45 @@ fn described_options(group: &str, described: &str, context_calls: &ContextCalls)
                 },
             ],
         }),
+        ("contextRelevance", "contextExtractor: () => [], scale: 3") => {
+            JudgedScorer::ContextRelevance(ContextRelevanceOptions {
+                context_extractor: Some(ContextExtractor::new(|_, _| Vec::new())),
+                scale: 3.0,
+                ..ContextRelevanceOptions::default()
+            })
+        }
+        (
+            "contextRelevance",
+            "contextExtractor: (input, output) => tool results of the output as JSON",
+        ) => {
+            // output.flatMap(m => m.content.toolInvocations ?? []).map(t => JSON.stringify(t.result))
+            JudgedScorer::ContextRelevance(ContextRelevanceOptions {
+                context_extractor: Some(ContextExtractor::new(|_, output| {
+                    output
+                        .iter()
+                        .flat_map(|m| m.content.tool_invocations.iter().flatten())
+                        .map(|t| js::stringify(&t["result"]))
+                        .collect()
+                })),
+                ..ContextRelevanceOptions::default()
+            })
+        }
+        (
+            "contextPrecision",
+            r#"contextExtractor: () => ["Context A.", "Context B."], scale: 10"#,
+        ) => JudgedScorer::ContextPrecision(ContextPrecisionOptions {
+            context_extractor: Some(ContextExtractor::new(|_, _| {
+                vec!["Context A.".to_owned(), "Context B.".to_owned()]
+            })),
+            scale: 10.0,
+            ..ContextPrecisionOptions::default()
+        }),
+        ("contextPrecision", "contextExtractor: () => []") => {
+            JudgedScorer::ContextPrecision(ContextPrecisionOptions {
+                context_extractor: Some(ContextExtractor::new(|_, _| Vec::new())),
+                ..ContextPrecisionOptions::default()
+            })
+        }
         _ => panic!("{group}: no Rust equivalent for options {described:?}"),
     }
 }
@@ -340,6 +379,21 @@ async fn tool_call_accuracy_replays_the_reference() {
     assert_eq!(replay("toolCallAccuracy").await, 6);
 }
 
+#[tokio::test]
+async fn context_relevance_replays_the_reference() {
+    assert_eq!(replay("contextRelevance").await, 8);
+}
+
+#[tokio::test]
+async fn context_precision_replays_the_reference() {
+    assert_eq!(replay("contextPrecision").await, 6);
+}
+
+#[tokio::test]
+async fn prompt_alignment_replays_the_reference() {
+    assert_eq!(replay("promptAlignment").await, 7);
+}
+
 #[test]
 fn scoring_can_run_on_another_task() {
     // A scorer runs after the agent's response, typically spawned: its future must be Send.
@@ -352,8 +406,8 @@ fn scoring_can_run_on_another_task() {
 
 #[test]
 fn every_recorded_scorer_is_replayed() {
-    // The groups the tests above replay (nativeStructuredOutput with toxicity's), and the
-    // recorded ones not ported yet: a group added to the recording fails here.
+    // The groups the tests above replay (nativeStructuredOutput with toxicity's): a group
+    // added to the recording fails here until it has a test.
     let replayed = [
         "answerRelevancy",
         "faithfulness",
@@ -361,21 +415,18 @@ fn every_recorded_scorer_is_replayed() {
         "toxicity",
         "bias",
         "toolCallAccuracy",
+        "contextRelevance",
+        "contextPrecision",
+        "promptAlignment",
+        "nativeStructuredOutput",
     ];
-    let not_ported = ["contextRelevance", "contextPrecision", "promptAlignment"];
     let recorded: Vec<&String> = recording()["judged"]
         .as_object()
         .expect("judged")
         .keys()
         .collect();
-    let expected: Vec<&str> = replayed
-        .iter()
-        .chain(&not_ported)
-        .chain(&["nativeStructuredOutput"])
-        .copied()
-        .collect();
-    assert_eq!(recorded, expected);
-    let ids: Vec<&Value> = replayed
+    assert_eq!(recorded, replayed);
+    let ids: Vec<&Value> = replayed[..9]
         .iter()
         .map(|g| &recording()["judged"][*g]["scorer"]["id"])
         .collect();

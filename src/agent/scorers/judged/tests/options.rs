@@ -35,10 +35,45 @@ fn options_read_from_toml() {
             }],
         }))
     );
-    // Unknown fields, missing required ones and unknown ids are refused.
+    let relevance =
+        table("context = [\"a\", \"b\"]\nscale = 2\n[penalties]\nmissing_context_per_item = 0.2");
+    let Ok(JudgedScorer::ContextRelevance(options)) =
+        JudgedScorer::from_options("context-relevance-scorer", relevance)
+    else {
+        panic!("context relevance options");
+    };
+    assert_eq!(options.context, Some(vec!["a".to_owned(), "b".to_owned()]));
+    assert_eq!(
+        options.penalties.and_then(|p| p.missing_context_per_item),
+        Some(0.2)
+    );
+    let alignment =
+        table("evaluation_mode = \"user\"\ninclude_conversation_history = { max_messages = 4 }");
+    assert_eq!(
+        JudgedScorer::from_options("prompt-alignment-scorer", alignment),
+        Ok(JudgedScorer::PromptAlignment(PromptAlignmentOptions {
+            scale: 1.0,
+            evaluation_mode: EvaluationMode::User,
+            include_conversation_history: Some(ConversationHistory::Limited(HistoryLimit {
+                max_messages: Some(4),
+            })),
+        }))
+    );
+    assert!(
+        JudgedScorer::from_options(
+            "prompt-alignment-scorer",
+            table("include_conversation_history = true"),
+        )
+        .is_ok()
+    );
+
+    // Unknown fields, missing required ones, a missing context and unknown ids are refused.
     let refused = [
         ("toxicity-scorer", "scale = 1\nthreshold = 0.5"),
         ("llm-tool-call-accuracy-scorer", ""),
+        ("context-precision-scorer", "scale = 2"),
+        ("context-precision-scorer", "context = []"),
+        ("prompt-alignment-scorer", "evaluation_mode = \"assistant\""),
         ("no-such-scorer", ""),
     ];
     for (id, text) in refused {
