@@ -23,12 +23,14 @@ use crate::api::approvals::ApprovalApi;
 use crate::api::auth::ApiKeys;
 use crate::api::bounded::BoundedErrorsLayer;
 use crate::api::layer::RpcLayer;
+use crate::api::scores::ScoreApi;
 use crate::api::tasks::TaskApi;
 use crate::api::threads::ThreadApi;
 use crate::config::{Config, StoreKind, StoreSync, redact_url};
 use crate::pb;
 use crate::pb::agent_service_server::AgentServiceServer;
 use crate::pb::approval_service_server::ApprovalServiceServer;
+use crate::pb::score_service_server::ScoreServiceServer;
 use crate::pb::task_service_server::TaskServiceServer;
 use crate::pb::thread_service_server::ThreadServiceServer;
 use crate::store::Store;
@@ -44,12 +46,13 @@ use crate::web::{JsonLayer, MetricsEndpoint};
 pub const LIVENESS_SERVICE: &str = "liveness";
 
 /// Services whose health follows the store.
-const STORE_BACKED: [&str; 5] = [
+const STORE_BACKED: [&str; 6] = [
     "",
     <AgentServiceServer<AgentApi> as NamedService>::NAME,
     <TaskServiceServer<TaskApi> as NamedService>::NAME,
     <ApprovalServiceServer<ApprovalApi> as NamedService>::NAME,
     <ThreadServiceServer<ThreadApi> as NamedService>::NAME,
+    <ScoreServiceServer<ScoreApi> as NamedService>::NAME,
 ];
 
 /// How long aborted runs get to record their end once the grace period is over.
@@ -274,6 +277,7 @@ async fn serve(
     let mcp = Arc::new(crate::mcp::McpHub::start(&config.mcp_servers)?);
     let agents = Arc::new(Agents::with_mcp(&config, &mcp)?);
     let threads = ThreadApi::new(store.clone(), agents.clone(), config.limits.clone());
+    let scores = ScoreApi::new(store.clone(), config.limits.clone());
     let from = config
         .source
         .as_ref()
@@ -296,6 +300,7 @@ async fn serve(
                 .context("building the HTTP client for tools")?,
             step_ceiling: config.limits.max_steps_ceiling,
             vectors: Arc::new(crate::memory::VectorIndex::new(store.clone())),
+            scoring: tokio_util::task::TaskTracker::new(),
         },
         agents,
         RuntimeLimits {
@@ -348,6 +353,7 @@ async fn serve(
             rpc.layer(ApprovalServiceServer::new(approvals).max_decoding_message_size(limit)),
         )
         .add_service(rpc.layer(ThreadServiceServer::new(threads).max_decoding_message_size(limit)))
+        .add_service(rpc.layer(ScoreServiceServer::new(scores).max_decoding_message_size(limit)))
         .serve_incoming_shutdown(incoming, async move {
             drained_signal.cancelled().await;
         });

@@ -311,6 +311,7 @@ pub fn answers_kind(answer: &Answer, kind: pb::HookKind) -> bool {
             | (Answer::OnDelegationStart(_), K::OnDelegationStart)
             | (Answer::OnDelegationComplete(_), K::OnDelegationComplete)
             | (Answer::MessageFilter(_), K::MessageFilter)
+            | (Answer::Score(_), K::Score)
             | (
                 Answer::Processor(_),
                 K::ProcessInput | K::ProcessOutputStep | K::ProcessOutputResult
@@ -334,6 +335,7 @@ pub fn kind_name(kind: pb::HookKind) -> &'static str {
         K::ProcessInput => "process_input",
         K::ProcessOutputStep => "process_output_step",
         K::ProcessOutputResult => "process_output_result",
+        K::Score => "score",
     }
 }
 

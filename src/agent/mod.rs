@@ -15,8 +15,8 @@ pub mod record;
 pub mod request;
 pub mod result;
 pub mod run;
-pub mod scorers;
 pub mod runtime;
+pub mod scorers;
 pub mod state;
 pub mod stop;
 pub mod structured;
@@ -59,6 +59,8 @@ pub struct AgentDef {
     pub processors: Option<Arc<processors::Chain>>,
     /// Its sub-agents' tools (`agent-{key}`), offered after every other tool.
     pub sub_agents: Vec<ToolSpec>,
+    /// Its scorers (`[agents.scorers]`), built once.
+    pub scorers: Vec<scorers::scorer::RunScorer>,
 }
 
 impl AgentDef {
@@ -217,6 +219,8 @@ impl Agents {
                             Some(delegation::tool(key, sub))
                         })
                         .collect(),
+                    scorers: scorers::scorer::configured(&a.id, &a.scorers)
+                        .map_err(ConfigError::Invalid)?,
                 }),
             );
         }

@@ -214,6 +214,12 @@ pub struct RunRequest {
     /// client).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<ParentLink>,
+    /// The request's scorers, replacing the agent's (`None`: the agent's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scorers: Option<Vec<crate::agent::scorers::scorer::RequestedScorer>>,
+    /// Scoring ends before `finish`, whose result carries what the scorers read and gave.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub return_scorer_data: bool,
 }
 
 /// The supervisor's side of a sub-agent's run.

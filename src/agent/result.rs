@@ -76,6 +76,8 @@ pub struct RunResult {
     pub completion: Option<CompletionCheck>,
     /// The processor abort that ended the run.
     pub tripwire: Option<Tripwire>,
+    /// With `return_scorer_data`: what the scorers read and the scores they gave.
+    pub scoring: Option<crate::agent::scorers::Scoring>,
 }
 
 impl RunResult {
@@ -114,6 +116,7 @@ impl RunResult {
             span_id: String::new(),
             completion: None,
             tripwire: None,
+            scoring: None,
         };
         if let Some(text) = &state.result_text {
             text.clone_into(&mut result.text);

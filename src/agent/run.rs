@@ -12,6 +12,7 @@ mod memory;
 mod model_call;
 mod processors;
 mod recall;
+mod scoring;
 mod structuring;
 mod tool_calls;
 
@@ -57,6 +58,8 @@ pub struct RunDeps {
     pub step_ceiling: u32,
     /// The vector index of semantic recall (shared by all runs of this replica).
     pub vectors: Arc<crate::memory::VectorIndex>,
+    /// Scoring that outlives its run (fire-and-forget), awaited when the replica drains.
+    pub scoring: tokio_util::task::TaskTracker,
 }
 
 /// How a run (or a continuation) ended.
@@ -123,6 +126,8 @@ pub struct Runner {
     delegator: Option<Arc<dyn Delegator>>,
     /// `on_delegation_complete` bailed: the run ends after the current step.
     bail: std::sync::atomic::AtomicBool,
+    /// The run's trace id (hex; empty when not traced): what its scorers sample by.
+    trace_id: String,
 }
 
 /// Keeps a run's durable points, so that another replica can continue it.
@@ -202,7 +207,14 @@ impl Runner {
             stream_guard,
             delegator: None,
             bail: std::sync::atomic::AtomicBool::new(false),
+            trace_id: String::new(),
         }
+    }
+
+    /// The run's trace id (hex), which its scorers sample by.
+    pub fn with_trace_id(mut self, trace_id: String) -> Self {
+        self.trace_id = trace_id;
+        self
     }
 
     /// Starts sub-agents' runs through `delegator`.
@@ -500,6 +512,7 @@ impl Runner {
         result.completion = self.completion.take();
         result.object = object;
         result.used_fallback_value = used_fallback;
+        self.score_run(&mut result).await;
         self.outcome(result, None)
     }
 

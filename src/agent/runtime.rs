@@ -36,7 +36,9 @@ use super::record::{RunRecord, RunStatus};
 use super::request::RunRequest;
 use super::run::{RunDeps, RunOutcome, Runner};
 use super::state::RunState;
-use super::validate::{validate_against_agent, validate_completion, validate_processors};
+use super::validate::{
+    validate_against_agent, validate_completion, validate_processors, validate_scorers,
+};
 use super::{AgentDef, Agents};
 use crate::pb;
 use crate::pb::chunk::Payload;
@@ -169,6 +171,7 @@ impl Runtime {
         request.apply_defaults(&agent.config);
         validate_completion(&agent, &self.agents, &request, hooks.as_deref())?;
         validate_processors(&agent, &request, hooks.as_deref())?;
+        validate_scorers(&agent, &self.agents, &request, hooks.as_deref())?;
         let mut run_id = request.run_id.clone().unwrap_or_else(new_id);
         if let Some(key) = &request.idempotency_key {
             let claim = json!({"run_id": run_id, "fingerprint": fingerprint}).to_string();
@@ -407,7 +410,8 @@ impl Runtime {
         .with_structurer(structurer)
         .with_agents(self.agents.clone())
         .with_hooks(hooks)
-        .with_checkpoint(checkpoint);
+        .with_checkpoint(checkpoint)
+        .with_trace_id(trace.0.clone());
         // Only supervisors pay for delegation.
         let runner = if has_sub_agents {
             runner.with_delegator(Arc::new(delegate::ChildRuns {
@@ -513,6 +517,9 @@ impl Runtime {
         let all = u32::try_from(self.limits.max_concurrent_runs).unwrap_or(u32::MAX);
         // The semaphore is never closed, so this only returns once every permit is back.
         let _ = self.permits.acquire_many(all).await;
+        // Then the scoring the finished runs left running.
+        self.deps.scoring.close();
+        self.deps.scoring.wait().await;
     }
 
     /// Aborts every run executing here (at the end of a shutdown's grace period).

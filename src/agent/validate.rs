@@ -1,10 +1,12 @@
-//! Checks a request against the agent it runs: tool names, tool choice, client tools and the
-//! structured-output schema and model. Runs before anything is written.
+//! Checks a request against the agent it runs: tool names, tool choice, client tools, the
+//! structured-output schema and model, completion scorers, processors and scorers. Runs before
+//! anything is written.
 
 use super::error::RunError;
 use super::hooks::ClientHooks;
 use super::request::RunRequest;
 use super::run::offered_tools;
+use super::scorers::scorer::{Kind as RunScorerKind, RunScorer, requested};
 use super::structured;
 use super::{AgentDef, Agents};
 use crate::config::ScorerKind;
@@ -209,6 +211,73 @@ pub fn validate_processors(
                     ),
                 ));
             }
+        }
+    }
+    if violations.is_empty() {
+        Ok(())
+    } else {
+        Err(RunError::Invalid(violations))
+    }
+}
+
+/// Checks the run's scorers once its agent is known: the request's resolve against the
+/// agent's, judges name configured models, and a `hook` scorer has a SCORE handler (the
+/// calling client's, or one of the agent's webhooks).
+pub fn validate_scorers(
+    agent: &AgentDef,
+    agents: &Agents,
+    request: &RunRequest,
+    client: Option<&ClientHooks>,
+) -> Result<(), RunError> {
+    let (scorers, fields): (Vec<RunScorer>, Vec<String>) = match &request.scorers {
+        Some(list) => {
+            let scorers = requested(list, &agent.scorers).map_err(RunError::Invalid)?;
+            let fields = (0..scorers.len())
+                .map(|i| format!("scorers.scorers.{i}"))
+                .collect();
+            (scorers, fields)
+        }
+        // The agent's own were built at start-up; only their hook handler is left to check.
+        None if agent
+            .scorers
+            .iter()
+            .all(|s| !matches!(s.kind, RunScorerKind::Hook)) =>
+        {
+            return Ok(());
+        }
+        None => {
+            let fields = agent
+                .scorers
+                .iter()
+                .map(|s| format!("agent {:?} scorers.{}", agent.config.id, s.key))
+                .collect();
+            (agent.scorers.clone(), fields)
+        }
+    };
+    let hook = pb::HookKind::Score as i32;
+    let handled = client.is_some_and(|c| c.binding().kinds.contains(&hook))
+        || agent
+            .config
+            .webhooks
+            .iter()
+            .any(|w| w.kinds.iter().any(|k| k == "score"));
+    let mut violations = Vec::new();
+    for (scorer, field) in scorers.iter().zip(&fields) {
+        if matches!(scorer.kind, RunScorerKind::Hook) && !handled {
+            violations.push((
+                format!("{field}.scorer"),
+                "a hook scorer needs a score hook: declare the kind on GenerateWithHooks, or \
+                 give the agent a webhook for it"
+                    .to_owned(),
+            ));
+        }
+        if let Some(model) = scorer.entry.model()
+            && agents.model(model).is_none()
+        {
+            violations.push((
+                format!("{field}.options.model"),
+                format!("{model:?} names no configured provider"),
+            ));
         }
     }
     if violations.is_empty() {

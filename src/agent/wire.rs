@@ -211,6 +211,38 @@ pub fn generate_result(r: &RunResult) -> pb::GenerateResult {
         sources: r.sources.iter().map(source).collect(),
         files: r.files.iter().map(file).collect(),
         completion_check: r.completion.as_ref().map(completion_check),
+        scoring_data: r
+            .scoring
+            .as_ref()
+            .and_then(|s| serde_json::to_value(&s.data).ok())
+            .as_ref()
+            .and_then(struct_of),
+        scores: r
+            .scoring
+            .as_ref()
+            .map(|s| s.scores.iter().map(score).collect())
+            .unwrap_or_default(),
+    }
+}
+
+/// The wire form of a stored score.
+pub fn score(r: &super::scorers::ScoreRecord) -> pb::Score {
+    pb::Score {
+        id: r.id.clone(),
+        scorer_key: r.scorer_key.clone(),
+        scorer_id: r.scorer_id.clone(),
+        scorer_name: r.scorer_name.clone(),
+        run_id: r.run_id.clone(),
+        agent_id: r.agent_id.clone(),
+        thread_id: r.thread_id.clone(),
+        resource_id: r.resource_id.clone(),
+        score: r.score,
+        reason: r.reason.clone(),
+        preprocess_step_result: r.preprocess_step_result.as_ref().map(to_proto_value),
+        analyze_step_result: r.analyze_step_result.as_ref().map(to_proto_value),
+        prompts: r.prompts.clone().into_iter().collect(),
+        source: "LIVE".into(),
+        created_at: Some(timestamp(r.created_at_ms)),
     }
 }
 

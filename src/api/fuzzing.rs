@@ -14,7 +14,7 @@ use crate::pb;
 
 /// Every agentd RPC as `package.Service/Method`, in the fuzz target's order (its first byte
 /// picks one).
-pub const METHODS: [&str; 24] = [
+pub const METHODS: [&str; 25] = [
     "agentd.v1.TaskService/Write",
     "agentd.v1.TaskService/Update",
     "agentd.v1.TaskService/Complete",
@@ -39,6 +39,7 @@ pub const METHODS: [&str; 24] = [
     "agentd.v1.ThreadService/DeleteMessages",
     "agentd.v1.ThreadService/GetWorkingMemory",
     "agentd.v1.ThreadService/UpdateWorkingMemory",
+    "agentd.v1.ScoreService/ListScores",
 ];
 
 /// The agents the working-memory checks can name: a template, a JSON schema, and none.

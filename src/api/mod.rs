@@ -17,6 +17,7 @@ mod processors;
 mod recall;
 pub mod run_request;
 mod scope;
+pub mod scores;
 pub mod tasks;
 pub mod threads;
 

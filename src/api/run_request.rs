@@ -102,6 +102,10 @@ pub fn run_request(req: pb::GenerateRequest, limits: &Limits) -> Result<RunReque
         .as_ref()
         .map(|p| super::processors::processors(&mut v, p, limits))
         .unwrap_or_default();
+    let scorers = req
+        .scorers
+        .as_ref()
+        .map(|s| super::scores::requested(&mut v, s, limits));
     v.into_result()?;
     Ok(RunRequest {
         agent_id: req.agent_id,
@@ -146,6 +150,8 @@ pub fn run_request(req: pb::GenerateRequest, limits: &Limits) -> Result<RunReque
         tenant: String::new(),
         processors,
         parent: None,
+        scorers,
+        return_scorer_data: req.return_scorer_data,
     })
 }
 

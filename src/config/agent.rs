@@ -69,6 +69,10 @@ pub struct AgentConfig {
     /// How it delegates to its sub-agents.
     #[serde(default)]
     pub delegation: super::delegation::DelegationConfig,
+    /// Evaluations of its finished runs, by key (`[agents.scorers.relevancy]`); a request's
+    /// own `scorers` replace them.
+    #[serde(default)]
+    pub scorers: std::collections::BTreeMap<String, super::ScorerEntry>,
 }
 
 /// A tool executed by POSTing its call to an HTTP endpoint.
@@ -136,7 +140,7 @@ pub enum OnHookFailure {
 }
 
 /// The hook kinds, as config and the JSON mapping name them.
-pub const HOOK_KINDS: [&str; 11] = [
+pub const HOOK_KINDS: [&str; 12] = [
     "on_iteration_complete",
     "before_tool_call",
     "after_tool_call",
@@ -148,6 +152,7 @@ pub const HOOK_KINDS: [&str; 11] = [
     "process_input",
     "process_output_step",
     "process_output_result",
+    "score",
 ];
 
 /// A webhook answering some of an agent's hooks: agentd POSTs each hook call as the proto's
@@ -319,6 +324,20 @@ pub(super) fn validate_agents(
             validate_completion(&a.id, completion, providers)?;
         }
         super::memory::validate(&a.id, &a.memory, providers)?;
+        for (key, entry) in &a.scorers {
+            let at = format!("agents.{}.scorers.{key}", a.id);
+            super::scorers::check_entry(&at, entry)
+                .map_err(|(field, why)| invalid(&format!("{field}: {why}")))?;
+            if let Some(model) = entry.model()
+                && !model
+                    .split_once('/')
+                    .is_some_and(|(p, _)| providers.contains(p))
+            {
+                return Err(invalid(&format!(
+                    "{at}.model: {model:?} names no configured provider"
+                )));
+            }
+        }
         for (key, list) in [
             ("input_processors", &a.input_processors),
             ("output_processors", &a.output_processors),
@@ -512,5 +531,56 @@ mod tests {
             err.contains("input_processors[0].threshold must be between 0 and 1"),
             "{err}"
         );
+    }
+    #[test]
+    fn scorers_are_checked_at_start_up_naming_the_key() {
+        check(
+            r#"
+            [agents.scorers.relevancy]
+            scorer = "answer-relevancy"
+            model = "mock/judge"
+            sampling = { type = "ratio", rate = 0.25 }
+            [agents.scorers.tone]
+            scorer = "tone"
+            [agents.scorers.mine]
+            scorer = "hook"
+            sampling = { type = "none" }
+            "#,
+        )
+        .unwrap();
+        let cases = [
+            (
+                "[agents.scorers.x]\nscorer = \"vibes\"\n",
+                "agents.a.scorers.x.scorer: unknown scorer \"vibes\"",
+            ),
+            (
+                "[agents.scorers.x]\nscorer = \"faithfulness\"\n",
+                "agents.a.scorers.x.model: the judged scorer \"faithfulness\" needs a judge",
+            ),
+            (
+                "[agents.scorers.x]\nscorer = \"bias\"\nmodel = \"other/judge\"\n",
+                "agents.a.scorers.x.model: \"other/judge\" names no configured provider",
+            ),
+            (
+                "[agents.scorers.x]\nscorer = \"bias\"\nmodel = \"judge\"\n",
+                "agents.a.scorers.x.model: must be provider/model",
+            ),
+            (
+                "[agents.scorers.x]\nscorer = \"tone\"\nmodel = \"mock/judge\"\n",
+                "agents.a.scorers.x.model: \"tone\" is not judged by a model",
+            ),
+            (
+                "[agents.scorers.x]\nscorer = \"tone\"\nsampling = { type = \"ratio\", rate = 1.5 }\n",
+                "agents.a.scorers.x.sampling.rate: must be between 0 and 1",
+            ),
+        ];
+        for (toml, expected) in cases {
+            let err = check(toml).unwrap_err();
+            assert!(err.contains(expected), "{toml}: {err}");
+        }
+        let err =
+            check("[agents.scorers.x]\nscorer = \"tone\"\nsampling = { type = \"sometimes\" }\n")
+                .unwrap_err();
+        assert!(err.contains("sometimes"), "{err}");
     }
 }

@@ -19,6 +19,7 @@ mod detectors;
 mod mcp;
 mod memory;
 mod processors;
+mod scorers;
 mod tls;
 mod web;
 mod working_memory;
@@ -43,6 +44,9 @@ pub use processors::{
     ProcessorOverrides, ProcessorSpec, REGEX_PRESETS, RegexFilterSpec, RegexPhase, RegexRuleSpec,
     RegexStrategy, TokenCountMode, TokenLimitStrategy, TokenLimiterSpec, TokenTrimMode,
     UnicodeOptions, check_list as check_processors,
+};
+pub use scorers::{
+    CODE_SCORERS, HOOK_SCORER, JUDGED_SCORERS, Sampling, ScorerEntry, check_entry as check_scorer,
 };
 pub use tls::TlsConfig;
 pub use web::{PlaygroundConfig, WebConfig};

@@ -19,11 +19,12 @@ use super::openapi;
 use super::status::error_response_as;
 
 /// The services the JSON mapping serves (reflection is for gRPC tools only).
-pub const JSON_SERVICES: [&str; 5] = [
+pub const JSON_SERVICES: [&str; 6] = [
     "agentd.v1.AgentService",
     "agentd.v1.TaskService",
     "agentd.v1.ApprovalService",
     "agentd.v1.ThreadService",
+    "agentd.v1.ScoreService",
     "grpc.health.v1.Health",
 ];
 

@@ -9,6 +9,7 @@
 mod support;
 
 mod delegation;
+mod evaluations;
 mod faults;
 mod loop_hooks;
 mod processors;

@@ -145,6 +145,7 @@ fn answer_field(answer: &pb::hook_answer::Answer) -> &'static str {
         A::OnDelegationComplete(_) => "on_delegation_complete",
         A::MessageFilter(_) => "message_filter",
         A::Processor(_) => "processor",
+        A::Score(_) => "score",
         A::Error(_) => "error",
     }
 }

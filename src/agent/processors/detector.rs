@@ -31,8 +31,9 @@ pub struct Ask<'a> {
     pub prompt: &'a str,
     /// The answer's JSON Schema.
     pub schema: Value,
-    /// The schema goes into the system message instead of `response_format`.
-    pub prompt_injection: bool,
+    /// Where the schema goes when not natively (`None`: natively when the provider can,
+    /// else in the system message).
+    pub injection: Option<Injection>,
     /// The sampling temperature, when the detector sets one.
     pub temperature: Option<f64>,
 }
@@ -64,10 +65,7 @@ impl Ask<'_> {
     }
 
     /// Sends the call and returns the JSON answer, or why there is none.
-    async fn send(self, agents: &Agents, cancel: &CancellationToken) -> Result<Value, String> {
-        let model: ModelRef = agents
-            .model(self.model)
-            .ok_or_else(|| format!("{:?} names no configured provider", self.model))?;
+    pub async fn send(self, agents: &Agents, cancel: &CancellationToken) -> Result<Value, String> {
         // The reference validates with zod objects, which drop keys the schema does not
         // name: the answer is checked without `additionalProperties: false`.
         let lenient = StructuredOutput {
@@ -75,24 +73,58 @@ impl Ask<'_> {
             error_strategy: ErrorStrategy::Strict,
             fallback_value: None,
             instructions: None,
-            injection: self.prompt_injection.then_some(Injection::System),
+            injection: self.injection,
             model: None,
         };
         let output = StructuredOutput {
-            schema: self.schema,
+            schema: self.schema.clone(),
             ..lenient.clone()
         };
-        let placement = structured::placement(&output, model.provider.supports_structured_output());
+        let (text, reason) = self.stream(agents, cancel, Some(&output)).await?;
+        match structured::resolve(&lenient, &text, reason) {
+            ObjectOutcome::Object(value) => Ok(value),
+            ObjectOutcome::Failure(problem) => Err(problem.to_string()),
+            ObjectOutcome::Fallback(_) | ObjectOutcome::Warning(_) => {
+                Err("Structured output returned no object".into())
+            }
+        }
+    }
+
+    /// Sends the call without asking for JSON (`schema` unused) and returns the answer's text.
+    pub async fn send_text(
+        self,
+        agents: &Agents,
+        cancel: &CancellationToken,
+    ) -> Result<String, String> {
+        Ok(self.stream(agents, cancel, None).await?.0)
+    }
+
+    /// Streams the model's answer: its text and finish reason.
+    async fn stream(
+        &self,
+        agents: &Agents,
+        cancel: &CancellationToken,
+        output: Option<&StructuredOutput>,
+    ) -> Result<(String, FinishReason), String> {
+        let model: ModelRef = agents
+            .model(self.model)
+            .ok_or_else(|| format!("{:?} names no configured provider", self.model))?;
         let mut messages = vec![ChatMessage::system(self.instructions)];
         if !self.prompt.trim().is_empty() {
             messages.push(ChatMessage::user(self.prompt));
         }
-        structured::place(&output, placement, &mut messages);
+        let placement = output.map(|output| {
+            let placement =
+                structured::placement(output, model.provider.supports_structured_output());
+            structured::place(output, placement, &mut messages);
+            placement
+        });
         let request = ModelRequest {
             model: model.model.clone(),
             messages,
-            response_format: (placement == Placement::Native)
-                .then(|| structured::response_format(&output)),
+            response_format: output
+                .filter(|_| placement == Some(Placement::Native))
+                .map(structured::response_format),
             settings: ModelSettings {
                 temperature: self.temperature,
                 ..ModelSettings::default()
@@ -113,13 +145,7 @@ impl Ask<'_> {
                 _ => {}
             }
         }
-        match structured::resolve(&lenient, &text, reason) {
-            ObjectOutcome::Object(value) => Ok(value),
-            ObjectOutcome::Failure(problem) => Err(problem.to_string()),
-            ObjectOutcome::Fallback(_) | ObjectOutcome::Warning(_) => {
-                Err("Structured output returned no object".into())
-            }
-        }
+        Ok((text, reason))
     }
 }
 
@@ -397,7 +423,7 @@ impl Detector {
             instructions: &instructions,
             prompt: &prompt,
             schema,
-            prompt_injection: spec.json_prompt_injection,
+            injection: spec.json_prompt_injection.then_some(Injection::System),
             temperature: Some(0.0),
         };
         let failure = OnFailure {

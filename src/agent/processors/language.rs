@@ -156,7 +156,7 @@ pub async fn messages(
             instructions,
             prompt: &prompt(spec, &targets, &text),
             schema: schema(spec),
-            prompt_injection: false,
+            injection: None,
             temperature: Some(0.0),
         };
         let failure = OnFailure {

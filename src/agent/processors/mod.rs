@@ -3,7 +3,7 @@
 //! the stages are pure here, and `run/processors.rs` is how the loop calls them (and the hook
 //! processors, which answer over the hook transport).
 
-mod detector;
+pub mod detector;
 mod language;
 mod moderation;
 mod pii;

@@ -13,6 +13,7 @@ use super::detector::{Ask, OnFailure, add_nullable_string, checked, message_text
 use super::{Tripwire, utf16_len};
 use crate::agent::Agents;
 use crate::agent::message::{Message, Part};
+use crate::agent::request::Injection;
 use crate::config::{PiiRedaction, PiiSpec, PiiStrategy};
 
 /// The processor's id.
@@ -154,7 +155,7 @@ pub async fn messages(
             instructions: &instructions(spec),
             prompt: &prompt(&text),
             schema: schema(spec),
-            prompt_injection: spec.json_prompt_injection,
+            injection: spec.json_prompt_injection.then_some(Injection::System),
             temperature: Some(0.0),
         };
         let failure = OnFailure {

@@ -12,6 +12,7 @@ use super::detector::{Ask, OnFailure, add_nullable_string, checked};
 use super::{Tripwire, utf16_len};
 use crate::agent::Agents;
 use crate::agent::message::{Message, Part, Role};
+use crate::agent::request::Injection;
 use crate::config::{ScrubRedaction, ScrubStrategy, ScrubberSpec};
 
 /// The processor's id.
@@ -94,7 +95,7 @@ async fn detect(
         instructions: &instructions(spec),
         prompt: text,
         schema: schema(spec),
-        prompt_injection: spec.json_prompt_injection,
+        injection: spec.json_prompt_injection.then_some(Injection::System),
         // The reference's scrubber sets no temperature.
         temperature: None,
     };

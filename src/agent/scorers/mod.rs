@@ -1,9 +1,16 @@
 //! Scorers: evaluations of a finished run, as the reference's `@mastra/evals` 1.10.2. What a
-//! scorer reads (`data.rs`), the rule-based scorers computed locally (`code/`) and the ones a
-//! judge model answers (`judged/`).
+//! scorer reads (`data.rs`, built from a run by `convert.rs`), the rule-based scorers computed
+//! locally (`code/`), the ones a judge model answers (`judged/`), both behind `builtin.rs`;
+//! a run's scorers resolved from config and request (`scorer.rs`), sampling (`sampling.rs`)
+//! and the stored score (`record.rs`).
 
+pub mod builtin;
+pub mod convert;
 pub mod data;
 pub mod judged;
+pub mod record;
+pub mod sampling;
+pub mod scorer;
 
 use std::collections::BTreeMap;
 
@@ -11,6 +18,16 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use data::{DbMessage, ScorerInput, ScorerRun};
+pub use record::ScoreRecord;
+
+/// With `return_scorer_data`: what a run's scorers read, and the scores they gave.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scoring {
+    /// The reference's `scoringData`.
+    pub data: ScorerRun,
+    /// The scores, in scorer order (a scorer that failed gave none).
+    pub scores: Vec<ScoreRecord>,
+}
 
 /// What one scorer concluded about a run: the reference's `run()` result without the echoed
 /// run (score, reason, each step's result and the prompts a judge was sent).
