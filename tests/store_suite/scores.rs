@@ -8,8 +8,20 @@ use super::Fixture;
 suite!(scores_append_to_every_list_and_page_in_order);
 
 async fn scores_append_to_every_list_and_page_in_order(f: Fixture) {
-    let lists = |run: &str| vec![format!("run:{run}"), "thread:r\u{1f}t:1}".to_owned(), "agent:a".to_owned()];
-    assert!(f.store.read_scores("agent:a", 0, 10).await.unwrap().is_empty());
+    let lists = |run: &str| {
+        vec![
+            format!("run:{run}"),
+            "thread:r\u{1f}t:1}".to_owned(),
+            "agent:a".to_owned(),
+        ]
+    };
+    assert!(
+        f.store
+            .read_scores("agent:a", 0, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     for i in 0..5u8 {
         let record = Bytes::from(vec![i, b':', 0, 255, b'{']);
         f.store
@@ -22,18 +34,45 @@ async fn scores_append_to_every_list_and_page_in_order(f: Fixture) {
     assert_eq!(page, [record(0), record(1)]);
     let rest = f.peer.read_scores("agent:a", 2, 100).await.unwrap();
     assert_eq!(rest, [record(2), record(3), record(4)]);
-    assert!(f.peer.read_scores("agent:a", 5, 100).await.unwrap().is_empty());
-    assert!(f.peer.read_scores("agent:a", u64::MAX, 100).await.unwrap().is_empty());
-    assert!(f.peer.read_scores("agent:a", 0, 0).await.unwrap().is_empty());
+    assert!(
+        f.peer
+            .read_scores("agent:a", 5, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        f.peer
+            .read_scores("agent:a", u64::MAX, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        f.peer
+            .read_scores("agent:a", 0, 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
         f.peer.read_scores("run:r1", 0, 10).await.unwrap(),
         [record(1), record(3)]
     );
     assert_eq!(
-        f.peer.read_scores("thread:r\u{1f}t:1}", 1, 1).await.unwrap(),
+        f.peer
+            .read_scores("thread:r\u{1f}t:1}", 1, 1)
+            .await
+            .unwrap(),
         [record(1)]
     );
     // A list whose name extends another's is its own list.
-    assert!(f.peer.read_scores("agent:", 0, 10).await.unwrap().is_empty());
+    assert!(
+        f.peer
+            .read_scores("agent:", 0, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert!(f.peer.read_scores("run:r", 0, 10).await.unwrap().is_empty());
 }
