@@ -548,3 +548,82 @@ async fn a_judged_scorer_sends_the_reference_s_prompts_to_its_judge_and_stores_i
         result.scores
     );
 }
+
+#[tokio::test]
+async fn scoring_does_not_delay_finish_and_a_webhook_scorer_s_score_is_stored_after_it() {
+    use axum::Json;
+    use axum::routing::post;
+    // The webhook answers only once the test lets it: `finish` must come before that.
+    let (release, released) = tokio::sync::watch::channel(false);
+    let seen = Arc::new(Mutex::new(Vec::<Value>::new()));
+    let log = seen.clone();
+    let app = axum::Router::new().route(
+        "/score",
+        post(move |Json(body): Json<Value>| {
+            log.lock().expect("log").push(body.clone());
+            let mut released = released.clone();
+            async move {
+                let _ = released.wait_for(|r| *r).await;
+                Json(json!({"id": body["id"], "score": {"score": 0.25, "reason": "too long"}}))
+            }
+        }),
+    );
+    let (url, _task) = support::serve_http(app).await;
+    let mock = MockOpenAi::start().await.expect("mock starts");
+    mock.push(MockReply::Text("Hello.".into()));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let extra = format!(
+        r#"
+[[agents]]
+id = "reviewed"
+instructions = "You answer briefly."
+model = "mock/test-model"
+[agents.scorers.length]
+scorer = "hook"
+max_words = 3
+[[agents.webhooks]]
+url = "{url}/score"
+kinds = ["score"]
+timeout_ms = 20000
+"#
+    );
+    let server = server(&mock, dir.path(), &extra).await;
+    let mut agents = support::agents_client(&server).await;
+    let chunks = support::generate(
+        &mut agents,
+        pb::GenerateRequest {
+            run_id: "reviewed-1".into(),
+            ..ask("reviewed", "Hi")
+        },
+    )
+    .await;
+    let result = support::finish(&chunks);
+    assert_eq!(result.text, "Hello.");
+    assert!(result.scoring_data.is_none() && result.scores.is_empty());
+    assert!(
+        support::eventually(Duration::from_secs(10), || async {
+            !seen.lock().expect("log").is_empty()
+        })
+        .await,
+        "the webhook is called"
+    );
+    // The run finished while its scorer was still waiting.
+    assert!(list(&server, by_run("reviewed-1")).await.scores.is_empty());
+    let call = seen.lock().expect("log")[0].clone();
+    assert_eq!(call["kind"], "HOOK_KIND_SCORE");
+    assert_eq!(call["score"]["scorerKey"], "length");
+    assert_eq!(call["score"]["options"], json!({"max_words": 3.0}));
+    assert_eq!(
+        call["score"]["scoringData"]["output"][0]["content"]["content"],
+        "Hello."
+    );
+    release.send(true).expect("released");
+    let stored = support::eventually(Duration::from_secs(10), || async {
+        !list(&server, by_run("reviewed-1")).await.scores.is_empty()
+    })
+    .await;
+    assert!(stored, "the score is stored after the webhook answers");
+    let listed = list(&server, by_run("reviewed-1")).await;
+    assert_eq!(listed.scores[0].score, 0.25);
+    assert_eq!(listed.scores[0].reason.as_deref(), Some("too long"));
+}
