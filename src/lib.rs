@@ -9,6 +9,7 @@ pub mod agent;
 pub mod api;
 pub mod cli;
 pub mod config;
+pub mod dates;
 pub mod error_text;
 pub mod json;
 pub mod mcp;

@@ -322,16 +322,7 @@ fn utc_day_and_time(ms: i64) -> (String, String) {
     ];
     let days = ms.div_euclid(86_400_000);
     let minutes_of_day = ms.rem_euclid(86_400_000) / 60_000;
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = crate::dates::civil(days);
     let (hour, minute) = (minutes_of_day / 60, minutes_of_day % 60);
     let hour12 = if hour % 12 == 0 { 12 } else { hour % 12 };
     let ampm = if hour < 12 { "AM" } else { "PM" };

@@ -77,6 +77,17 @@ fn fixed_score(call: &pb::HookCall) -> Vec<pb::HookAnswer> {
     )
 }
 
+/// Runs `request` on GenerateWithHooks, this client answering its SCORE hooks with 0.75.
+async fn scored_run(server: &RunningServer, request: pb::GenerateRequest) -> Hooked {
+    generate_hooked(
+        server,
+        request,
+        hook_options(&[pb::HookKind::Score], None, false),
+        Box::new(fixed_score),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn a_hook_scorer_scores_what_the_run_read_and_its_score_is_listed_by_run_thread_and_agent() {
     let mock = MockOpenAi::start().await.expect("mock starts");
@@ -88,13 +99,7 @@ async fn a_hook_scorer_scores_what_the_run_read_and_its_score_is_listed_by_run_t
         memory: Some(support::memory("t-scored", "u-scored", None)),
         ..ask("scored", "What is the weather in Paris?")
     };
-    let hooked = generate_hooked(
-        &server,
-        request,
-        hook_options(&[pb::HookKind::Score], None, false),
-        Box::new(fixed_score),
-    )
-    .await;
+    let hooked = scored_run(&server, request).await;
     let result = finish(&hooked);
     assert_eq!(result.text, "It is 21 degrees in Paris.");
     // Without return_scorer_data the result carries nothing of it.
@@ -222,13 +227,7 @@ async fn sampling_follows_the_reference_at_ratio_zero_half_and_one() {
             return_scorer_data: true,
             ..ask("plain", "Hi")
         };
-        let hooked = generate_hooked(
-            &server,
-            request,
-            hook_options(&[pb::HookKind::Score], None, false),
-            Box::new(fixed_score),
-        )
-        .await;
+        let hooked = scored_run(&server, request).await;
         let called: Vec<String> = hooked
             .calls
             .iter()
@@ -279,13 +278,7 @@ async fn scores_are_paged_and_return_scorer_data_alone_returns_what_scorers_woul
             run_id: format!("paged-{i}"),
             ..ask("scored", "Hi")
         };
-        generate_hooked(
-            &server,
-            request,
-            hook_options(&[pb::HookKind::Score], None, false),
-            Box::new(fixed_score),
-        )
-        .await;
+        scored_run(&server, request).await;
     }
     let first = list(&server, by_agent("scored", 2, "")).await;
     let runs = |r: &pb::ListScoresResponse| -> Vec<String> {

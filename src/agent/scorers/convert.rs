@@ -181,45 +181,14 @@ fn db_message(
     }
 }
 
-/// An RFC 3339 time of Unix milliseconds, as the reference's dates serialize.
+/// The reference's time of Unix milliseconds (`Date.toISOString`).
 fn time(ms: i64) -> String {
-    let seconds = ms.div_euclid(1000);
-    let millis = ms.rem_euclid(1000);
-    let days = seconds.div_euclid(86_400);
-    let secs = seconds.rem_euclid(86_400);
-    let (y, m, d) = civil(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
-    )
-}
-
-/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
-fn civil(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+    crate::dates::iso(ms)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn times_are_rfc3339_in_utc() {
-        assert_eq!(time(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(time(951_782_400_123), "2000-02-29T00:00:00.123Z");
-        assert_eq!(time(1_796_342_400_000), "2026-12-04T00:00:00.000Z");
-    }
 
     #[test]
     fn a_tool_step_and_a_text_step_merge_into_one_assistant_message() {
