@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
-pub use data::{DbMessage, ScorerInput, ScorerRun};
+pub use data::{DbMessage, ScorerInput, ScorerRun, ToolCallInfo};
 pub use record::ScoreRecord;
 
 /// With `return_scorer_data`: what a run's scorers read, and the scores they gave.
