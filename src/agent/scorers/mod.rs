@@ -5,6 +5,7 @@
 //! and the stored score (`record.rs`).
 
 pub mod builtin;
+pub mod code;
 pub mod convert;
 pub mod data;
 pub mod judged;
