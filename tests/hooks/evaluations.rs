@@ -620,3 +620,109 @@ timeout_ms = 20000
     assert_eq!(listed.scores[0].score, 0.25);
     assert_eq!(listed.scores[0].reason.as_deref(), Some("too long"));
 }
+
+/// `v` with the recording's `{"Set": [...]}` (a JS Set) written as the list agentd writes.
+fn sets_as_lists(v: &Value) -> Value {
+    match v {
+        Value::Object(map) => match map.get("Set") {
+            Some(list) if map.len() == 1 => list.clone(),
+            _ => Value::Object(
+                map.iter()
+                    .map(|(k, v)| (k.clone(), sets_as_lists(v)))
+                    .collect(),
+            ),
+        },
+        Value::Array(items) => Value::Array(items.iter().map(sets_as_lists).collect()),
+        other => other.clone(),
+    }
+}
+
+#[tokio::test]
+async fn rule_based_scorers_score_a_run_as_the_reference_scores_the_same_messages() {
+    let recording: Value =
+        serde_json::from_str(include_str!("../reference/scorers.json")).expect("recording");
+    let recorded = |scorer: &str| {
+        recording["code"][scorer]["variants"][0]["cases"]
+            .as_array()
+            .expect("cases")
+            .iter()
+            .find(|c| c["case"] == "disjoint sentences")
+            .expect("case")["result"]
+            .clone()
+    };
+    let mock = MockOpenAi::start().await.expect("mock starts");
+    mock.push(MockReply::Text("Quantum computers use qubits.".into()));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = server(&mock, dir.path(), SCORED).await;
+    let scorer = |key: &str, name: &str| pb::Scorer {
+        key: key.into(),
+        scorer: name.into(),
+        ..Default::default()
+    };
+    let mut agents = support::agents_client(&server).await;
+    let chunks = support::generate(
+        &mut agents,
+        pb::GenerateRequest {
+            scorers: Some(pb::Scorers {
+                scorers: vec![
+                    scorer("similarity", "content-similarity"),
+                    scorer("difference", "textual-difference"),
+                    scorer("keywords", "keyword-coverage"),
+                ],
+            }),
+            return_scorer_data: true,
+            ..ask("plain", "Apples are red and sweet.")
+        },
+    )
+    .await;
+    let result = support::finish(&chunks);
+    let by_key = |key: &str| {
+        result
+            .scores
+            .iter()
+            .find(|s| s.scorer_key == key)
+            .unwrap_or_else(|| panic!("a {key} score: {:?}", result.scores))
+    };
+    for (key, name) in [
+        ("similarity", "contentSimilarity"),
+        ("difference", "textualDifference"),
+        ("keywords", "keywordCoverage"),
+    ] {
+        let expected = recorded(name);
+        let score = by_key(key);
+        assert_eq!(
+            score.score,
+            expected["score"].as_f64().expect("score"),
+            "{key}"
+        );
+        let preprocess = score.preprocess_step_result.as_ref().map(from_proto_value);
+        assert_eq!(
+            preprocess,
+            Some(sets_as_lists(&expected["preprocessStepResult"])),
+            "{key}"
+        );
+    }
+    assert_eq!(by_key("similarity").scorer_id, "content-similarity-scorer");
+
+    // Options are checked by the scorer itself, naming the option.
+    let status = agents
+        .generate(pb::GenerateRequest {
+            scorers: Some(pb::Scorers {
+                scorers: vec![pb::Scorer {
+                    options: json!({"ignore_case": "yes"})
+                        .as_object()
+                        .map(to_proto_struct),
+                    ..scorer("similarity", "content-similarity")
+                }],
+            }),
+            ..ask("plain", "Hi")
+        })
+        .await
+        .expect_err("a bad option");
+    let named = fields(&status);
+    assert_eq!(named.len(), 1, "{named:?}");
+    assert!(
+        named[0].starts_with("scorers.scorers.0.options"),
+        "{named:?}"
+    );
+}

@@ -5,6 +5,7 @@
 use serde_json::{Map, Value};
 use serde_path_to_error::Track;
 
+use super::code::CodeScorer;
 use super::judged::{self, JudgedScorer};
 use super::{Judge, Scored, ScorerRun};
 
@@ -13,7 +14,19 @@ use super::{Judge, Scored, ScorerRun};
 pub enum Builtin {
     /// One a judge model answers.
     Judged(JudgedScorer),
+    /// One computed in-process.
+    Code(CodeScorer),
 }
+
+/// A rule-based scorer's config name and its tag in [`CodeScorer`].
+const CODE: [(&str, &str); 6] = [
+    ("completeness", "completeness"),
+    ("content-similarity", "content_similarity"),
+    ("keyword-coverage", "keyword_coverage"),
+    ("textual-difference", "textual_difference"),
+    ("tone", "tone"),
+    ("code-tool-call-accuracy", "tool_call_accuracy"),
+];
 
 /// A judged scorer's config name and the reference's id.
 const JUDGED: [(&str, &str); 9] = [
@@ -36,10 +49,18 @@ impl Builtin {
         options: &Map<String, Value>,
     ) -> Result<Self, (Option<String>, String)> {
         let mut track = Track::new();
-        let value = Value::Object(options.clone());
         let built = if let Some((_, id)) = JUDGED.iter().find(|(n, _)| *n == name) {
+            let value = Value::Object(options.clone());
             let de = serde_path_to_error::Deserializer::new(value, &mut track);
             JudgedScorer::from_options(id, de).map(Self::Judged)
+        } else if let Some((_, tag)) = CODE.iter().find(|(n, _)| *n == name) {
+            let mut tagged = options.clone();
+            tagged.insert("type".into(), Value::from(*tag));
+            let de = serde_path_to_error::Deserializer::new(Value::Object(tagged), &mut track);
+            serde::Deserialize::deserialize(de)
+                .map_err(|e: serde_json::Error| e.to_string())
+                .and_then(|scorer: CodeScorer| scorer.validate().map(|()| scorer))
+                .map(Self::Code)
         } else {
             return Err((Some("scorer".into()), format!("unknown scorer {name:?}")));
         };
@@ -53,6 +74,7 @@ impl Builtin {
     pub fn id(&self) -> &str {
         match self {
             Self::Judged(s) => s.id(),
+            Self::Code(s) => s.id(),
         }
     }
 
@@ -60,6 +82,7 @@ impl Builtin {
     pub fn name(&self) -> &str {
         match self {
             Self::Judged(s) => s.name(),
+            Self::Code(s) => s.name(),
         }
     }
 
@@ -67,6 +90,7 @@ impl Builtin {
     pub async fn score(&self, run: &ScorerRun, judge: &dyn Judge) -> Result<Scored, String> {
         match self {
             Self::Judged(s) => s.score(run, judge).await,
+            Self::Code(s) => s.score(run),
         }
     }
 }
