@@ -28,6 +28,7 @@ pub struct Metrics {
     tool_duration: Histogram<f64>,
     hook_duration: Histogram<f64>,
     hook_failures: Counter<u64>,
+    score_duration: Histogram<f64>,
     active_streams: UpDownCounter<i64>,
     store_errors: Counter<u64>,
 }
@@ -75,6 +76,10 @@ impl Metrics {
                 .with_unit("{failure}")
                 .with_description("Hook calls that failed or missed their deadline, by kind")
                 .build(),
+            score_duration: latency(
+                "agentd.score.duration",
+                "Duration of one scorer on one run, by scorer and outcome",
+            ),
             active_streams: meter
                 .i64_up_down_counter("agentd.streams.active")
                 .with_unit("{stream}")
@@ -99,6 +104,16 @@ impl Metrics {
         if !matches!(outcome, "answered") {
             self.hook_failures.add(1, &attrs[..1]);
         }
+    }
+
+    /// The scorer `scorer_id` scored a run in `duration`, with `outcome` (`scored`, `none`:
+    /// its hook gave no score, `failed`).
+    pub fn scored(&self, scorer_id: &str, outcome: &'static str, duration: Duration) {
+        let attrs = [
+            KeyValue::new("scorer.id", scorer_id.to_owned()),
+            KeyValue::new("score.outcome", outcome),
+        ];
+        self.score_duration.record(duration.as_secs_f64(), &attrs);
     }
 
     /// A run of `agent_id` ended with `finish_reason` (e.g. `stop`, `error`, `suspended`).

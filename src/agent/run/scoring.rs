@@ -147,8 +147,25 @@ impl Job {
         records
     }
 
-    /// One scorer's verdict (`None`: its hook gave none).
+    /// One scorer's verdict (`None`: its hook gave none), timed.
     async fn score(&self, scorer: &RunScorer) -> Result<Option<Scored>, String> {
+        let started = std::time::Instant::now();
+        let outcome = self.verdict(scorer).await;
+        let label = match &outcome {
+            Ok(Some(_)) => "scored",
+            Ok(None) => "none",
+            Err(_) => "failed",
+        };
+        // A hook scorer's key is the client's: not a metric label.
+        let id = match scorer.kind {
+            Kind::Builtin(_) => scorer.id(),
+            Kind::Hook => "hook",
+        };
+        crate::telemetry::metrics().scored(id, label, started.elapsed());
+        outcome
+    }
+
+    async fn verdict(&self, scorer: &RunScorer) -> Result<Option<Scored>, String> {
         match &scorer.kind {
             Kind::Builtin(builtin) => {
                 let judge = ModelJudge {
