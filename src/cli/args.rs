@@ -170,6 +170,21 @@ pub enum RunsCommand {
         #[arg(long, default_value_t = 0)]
         after: u64,
     },
+    /// The scores runs were given by their scorers: one run's, a thread's runs' or an agent's.
+    Scores {
+        /// Only this run's.
+        #[arg(long, conflicts_with_all = ["thread", "agent"])]
+        run: Option<String>,
+        /// Only this thread's runs' (with --resource).
+        #[arg(long, requires = "resource", conflicts_with = "agent")]
+        thread: Option<String>,
+        /// The resource that owns --thread.
+        #[arg(long, requires = "thread")]
+        resource: Option<String>,
+        /// Only this agent's runs'.
+        #[arg(long)]
+        agent: Option<String>,
+    },
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use tonic::{Code, Request, Status};
 use crate::config::CLIENT_API_KEY_ENV;
 use crate::pb::agent_service_client::AgentServiceClient;
 use crate::pb::approval_service_client::ApprovalServiceClient;
+use crate::pb::score_service_client::ScoreServiceClient;
 use crate::pb::task_service_client::TaskServiceClient;
 
 use super::args::Connection;
@@ -28,6 +29,8 @@ pub struct Clients {
     pub approvals: ApprovalServiceClient<AuthChannel>,
     /// TaskService.
     pub tasks: TaskServiceClient<AuthChannel>,
+    /// ScoreService.
+    pub scores: ScoreServiceClient<AuthChannel>,
     /// The server's address, for messages.
     pub server: String,
 }
@@ -155,7 +158,8 @@ impl Clients {
         Ok(Self {
             agents: AgentServiceClient::with_interceptor(channel.clone(), auth.clone()),
             approvals: ApprovalServiceClient::with_interceptor(channel.clone(), auth.clone()),
-            tasks: TaskServiceClient::with_interceptor(channel, auth),
+            tasks: TaskServiceClient::with_interceptor(channel.clone(), auth.clone()),
+            scores: ScoreServiceClient::with_interceptor(channel, auth),
             server,
         })
     }

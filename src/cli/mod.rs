@@ -1,5 +1,5 @@
 //! The command-line client in the agentd binary: `agentd chat`, `tasks watch`, `approvals`,
-//! `runs observe`, each a gRPC client of a running server (`--server`, key from
+//! `runs observe|scores`, each a gRPC client of a running server (`--server`, key from
 //! `AGENTD_API_KEY`). One concern per file: the command line (`args`), the connection and
 //! its errors (`client`), following a run (`stream`), how things look (`render`), typed lines
 //! (`input`), and one file per command.
@@ -72,10 +72,20 @@ async fn execute(command: Command) -> Result<(), CliError> {
         }
         Command::Runs {
             connection,
-            command: RunsCommand::Observe { run_id, after },
+            command,
         } => {
             let mut clients = Clients::connect(&connection).await?;
-            runs::observe(&mut clients, run_id, after).await
+            match command {
+                RunsCommand::Observe { run_id, after } => {
+                    runs::observe(&mut clients, run_id, after).await
+                }
+                RunsCommand::Scores {
+                    run,
+                    thread,
+                    resource,
+                    agent,
+                } => runs::scores(&mut clients, run, thread.zip(resource), agent).await,
+            }
         }
     }
 }

@@ -206,6 +206,14 @@ model = "mock/slow-worker"
 tools = ["tasks"]
 
 [[agents]]
+id = "scored"
+instructions = "You work through a task list; each run is scored for tone."
+model = "mock/worker"
+tools = ["tasks"]
+[agents.scorers.tone]
+scorer = "tone"
+
+[[agents]]
 id = "slow-careful"
 instructions = "You work through a task list and answer slowly; a human approves every list."
 model = "mock/slow-worker"

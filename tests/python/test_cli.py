@@ -245,6 +245,25 @@ def test_runs_observe_reattaches_to_a_run(keyed_server, agent_stubs, keyed_chann
     assert code == 0 and not tail.startswith("run ") and "Done: Plan, Do" in tail
 
 
+def test_runs_scores_lists_a_run_s_and_an_agent_s_scores(keyed_server, agent_stubs, keyed_channel):
+    s = agent_stubs
+    agents = s.agent_rpc.AgentServiceStub(keyed_channel)
+    run_id = f"scored-{uuid.uuid4().hex}"
+    request = s.agent.GenerateRequest(agent_id="scored", prompt="Plan, Do", run_id=run_id, return_scorer_data=True)
+    chunks = list(agents.Generate(request, metadata=AUTH))
+    result = chunks[-1].finish
+    assert [score.scorer_key for score in result.scores] == ["tone"]
+    code, out, err = run_cli(keyed_server, "runs", "scores", "--run", run_id)
+    assert code == 0, err
+    assert out.splitlines() == [f"{result.scores[0].score:.4f} tone (tone-scorer) · run {run_id}"]
+    code, out, err = run_cli(keyed_server, "runs", "scores", "--agent", "scored")
+    assert code == 0 and f"tone (tone-scorer) · run {run_id}" in out, err
+    code, out, _ = run_cli(keyed_server, "runs", "scores", "--run", "no-such-run")
+    assert (code, out.strip()) == (0, "No scores.")
+    code, _, err = run_cli(keyed_server, "runs", "scores")
+    assert code == 2 and "needs --run, --thread (with --resource) or --agent" in err
+
+
 def test_runs_observe_follows_a_live_run_started_elsewhere(keyed_server, agent_stubs, keyed_channel):
     s = agent_stubs
     request = s.agent.GenerateRequest(
