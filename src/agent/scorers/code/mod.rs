@@ -2,6 +2,7 @@
 //! file ports one scorer, step results and all; `CodeScorer` names one with its options, as a
 //! configuration writes it.
 
+pub mod completeness;
 pub mod content_similarity;
 pub mod keyword_coverage;
 pub mod textual_difference;
@@ -16,6 +17,7 @@ use serde_json::Value;
 
 use super::{Scored, ScorerRun};
 
+pub use completeness::CompletenessOptions;
 pub use content_similarity::ContentSimilarityOptions;
 pub use keyword_coverage::KeywordCoverageOptions;
 pub use textual_difference::TextualDifferenceOptions;
@@ -27,6 +29,8 @@ pub use tool_call_accuracy::ToolCallAccuracyOptions;
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum CodeScorer {
+    /// `createCompletenessScorer()`.
+    Completeness(CompletenessOptions),
     /// `createContentSimilarityScorer(options)`.
     ContentSimilarity(ContentSimilarityOptions),
     /// `createKeywordCoverageScorer()`.
@@ -43,6 +47,7 @@ impl CodeScorer {
     /// The reference's scorer id.
     pub fn id(&self) -> &'static str {
         match self {
+            Self::Completeness(_) => completeness::ID,
             Self::ContentSimilarity(_) => content_similarity::ID,
             Self::KeywordCoverage(_) => keyword_coverage::ID,
             Self::TextualDifference(_) => textual_difference::ID,
@@ -54,6 +59,7 @@ impl CodeScorer {
     /// The reference's scorer name.
     pub fn name(&self) -> &'static str {
         match self {
+            Self::Completeness(_) => completeness::NAME,
             Self::ContentSimilarity(_) => content_similarity::NAME,
             Self::KeywordCoverage(_) => keyword_coverage::NAME,
             Self::TextualDifference(_) => textual_difference::NAME,
@@ -65,6 +71,7 @@ impl CodeScorer {
     /// The reference's scorer description (tool-call accuracy's names its expectation).
     pub fn description(&self) -> String {
         match self {
+            Self::Completeness(_) => completeness::DESCRIPTION.to_owned(),
             Self::ContentSimilarity(_) => content_similarity::DESCRIPTION.to_owned(),
             Self::KeywordCoverage(_) => keyword_coverage::DESCRIPTION.to_owned(),
             Self::TextualDifference(_) => textual_difference::DESCRIPTION.to_owned(),
@@ -84,6 +91,7 @@ impl CodeScorer {
     /// Scores a run; `Err` carries the message of the error the reference throws.
     pub fn score(&self, run: &ScorerRun) -> Result<Scored, String> {
         match self {
+            Self::Completeness(options) => completeness::score(run, options),
             Self::ContentSimilarity(options) => content_similarity::score(run, options),
             Self::KeywordCoverage(options) => keyword_coverage::score(run, options),
             Self::TextualDifference(options) => textual_difference::score(run, options),

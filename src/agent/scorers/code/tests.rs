@@ -159,10 +159,6 @@ fn every_variant_scores_every_recorded_case_as_the_reference() {
     assert_eq!(groups.len(), 6, "one group per scorer");
     let (mut checked, mut recorded_cases) = (0, 0);
     for (group, entry) in groups {
-        if group == "completeness" {
-            // Ported in the next commit.
-            continue;
-        }
         let runs = if group == "toolCallAccuracy" {
             &tool_runs
         } else {
@@ -208,7 +204,11 @@ fn every_variant_scores_every_recorded_case_as_the_reference() {
                 match (case.get("result"), case.get("error")) {
                     (Some(result), None) => {
                         let scored = scorer.score(run).unwrap_or_else(|e| panic!("{at}: {e}"));
-                        assert_result(&scored, result, &at);
+                        if group == "completeness" {
+                            super::completeness::tests::assert_recorded(name, &scored, result);
+                        } else {
+                            assert_result(&scored, result, &at);
+                        }
                     }
                     (None, Some(error)) => {
                         // The reference wraps the thrown error in a ScorerRunError; ours is the
@@ -225,7 +225,7 @@ fn every_variant_scores_every_recorded_case_as_the_reference() {
     assert_eq!(checked, recorded_cases);
     assert_eq!(
         checked,
-        40 + 3 * 8 + 40 + 40 + 40 + 3 * 8 + 4 * 24 + 2 * 6,
+        40 + 40 + 3 * 8 + 40 + 40 + 40 + 3 * 8 + 4 * 24 + 2 * 6,
         "every recorded case"
     );
 }
