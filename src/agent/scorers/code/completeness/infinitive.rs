@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
+use super::matcher::{Reg, find_all};
 use super::model::{Conversion, Model, Tag};
 use super::phrases::{self, Phrase};
 use super::term::Term;
@@ -33,7 +34,12 @@ pub(super) fn to_infinitive(terms: &mut Vec<Term>, vb: Phrase, m: &Model) -> Phr
     let infinitive = infinitive(&root_text, tense, m);
     let mut end = vb.end;
     if !infinitive.is_empty() {
-        expand_contraction_of(terms, root.clone());
+        // `replace()`: inserting after the root spells out contractions at its last term,
+        // any part left in the root grows over all the parts beside it, and deleting the old
+        // root spells out those beside it.
+        spell_out(terms, root.end - 1..root.end, false);
+        spell_out(terms, root.clone(), true);
+        spell_out(terms, root.clone(), false);
         let old: Vec<Vec<Tag>> = terms[root.clone()].iter().map(|t| t.tags.clone()).collect();
         let new: Vec<Term> = words_of(&infinitive)
             .into_iter()
@@ -50,26 +56,31 @@ pub(super) fn to_infinitive(terms: &mut Vec<Term>, vb: Phrase, m: &Model) -> Phr
         end = end.saturating_add_signed(added);
     }
     // Remove the auxiliaries (they come before the root, so its indices do not move).
+    if let (Some(&first), Some(&last)) = (aux.first(), aux.last()) {
+        spell_out(terms, first..last + 1, false);
+    }
     for &i in aux.iter().rev() {
-        expand_contraction_of(terms, i..i + 1);
         terms.remove(i);
         end -= 1;
     }
     if negative {
-        let has_not = terms[vb.start..end].iter().any(|t| t.is_word("not"));
-        let mut insert = Vec::new();
-        insert.push(do_does(terms, vb.start..end, m));
-        if !has_not {
-            insert.push("not");
-        }
-        for word in insert.into_iter().rev() {
-            let mut t = Term::new(word.to_owned(), String::new(), " ".to_owned());
-            t.normal = word.to_owned();
-            terms.insert(vb.start, t);
+        if !terms[vb.start..end].iter().any(|t| t.is_word("not")) {
+            prepend(terms, vb.start, "not");
             end += 1;
         }
+        let does = do_does(terms, vb.start..end, m);
+        prepend(terms, vb.start, does);
+        end += 1;
     }
     vb.start..end
+}
+
+/// `prepend()`: a word put before the phrase (spelling out a contraction at its first term).
+fn prepend(terms: &mut Vec<Term>, at: usize, word: &str) {
+    spell_out(terms, at..at + 1, false);
+    let mut t = Term::new(word.to_owned(), String::new(), " ".to_owned());
+    t.normal = word.to_owned();
+    terms.insert(at, t);
 }
 
 /// `root.text('normal')`: the root's normal words with some of their punctuation, as
@@ -197,30 +208,51 @@ fn pieces(vb: &Phrase, keep: impl Fn(usize) -> bool) -> Vec<Phrase> {
     out
 }
 
-/// Changing part of a contraction spells it out: every part gets its word as text.
-fn expand_contraction_of(terms: &mut [Term], range: Phrase) {
-    let mut start = range.start;
-    while start > 0 && terms[start].implicit.is_some() && terms[start].text.is_empty() {
-        start -= 1;
-    }
-    let mut end = range.end;
-    while end < terms.len() && terms[end].implicit.is_some() && terms[end].text.is_empty() {
-        end += 1;
-    }
-    if !terms[start..end].iter().any(|t| t.implicit.is_some()) {
+/// compromise's `grow('@hasContraction')` (`+` when greedy) `.contractions().expand()`, which
+/// it runs when a change touches a contraction: the range grows by the contraction parts
+/// beside it (as its matcher finds them), and each run of parts in it is spelled out, each
+/// part's word becoming its text.
+fn spell_out(terms: &mut [Term], range: Phrase, greedy: bool) {
+    if range.end > terms.len() || !terms[range.clone()].iter().any(|t| t.implicit.is_some()) {
         return;
     }
-    for t in &mut terms[start..end] {
-        if let Some(word) = t.implicit.clone() {
-            let title = t.text.chars().next().is_some_and(char::is_uppercase);
-            t.text = if title {
-                capitalize(&word)
-            } else {
-                word.clone()
-            };
-            t.normal = word;
-            t.implicit = None;
+    let right = find_all(
+        &terms[range.end..],
+        &[Reg::has_contraction(greedy, true, false)],
+        None,
+    );
+    let end = range.end + right.iter().map(|f| f.end - f.start).sum::<usize>();
+    let left = find_all(
+        &terms[..range.start],
+        &[Reg::has_contraction(greedy, false, true)],
+        None,
+    );
+    let start = range.start
+        - left
+            .iter()
+            .map(|f| f.end - f.start)
+            .sum::<usize>()
+            .min(range.start);
+    let runs = find_all(
+        &terms[start..end],
+        &[Reg::has_contraction(true, false, false)],
+        None,
+    );
+    for run in runs {
+        let (from, to) = (start + run.start, start + run.end);
+        let title = super::pretag::is_title_case(&terms[from].text);
+        let last = to - 1;
+        for (i, t) in terms[from..to].iter_mut().enumerate() {
+            let word = t.implicit.take().unwrap_or_default();
+            t.normal = word.to_lowercase();
+            t.text = word;
             t.machine = None;
+            if from + i < last && t.post.is_empty() {
+                t.post.push(' ');
+            }
+        }
+        if title {
+            terms[from].text = capitalize(&terms[from].text);
         }
     }
 }

@@ -90,6 +90,17 @@ impl Reg {
         }
     }
 
+    /// `@hasContraction` (`+` when greedy), anchored at the start or the end.
+    pub fn has_contraction(greedy: bool, start: bool, end: bool) -> Reg {
+        Reg {
+            method: Some("hasContraction".to_owned()),
+            greedy,
+            start,
+            end,
+            ..Reg::default()
+        }
+    }
+
     fn without_anchors(&self) -> Reg {
         Reg {
             start: false,
