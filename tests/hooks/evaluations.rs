@@ -668,6 +668,7 @@ async fn rule_based_scorers_score_a_run_as_the_reference_scores_the_same_message
                     scorer("similarity", "content-similarity"),
                     scorer("difference", "textual-difference"),
                     scorer("keywords", "keyword-coverage"),
+                    scorer("complete", "completeness"),
                 ],
             }),
             return_scorer_data: true,
@@ -687,6 +688,7 @@ async fn rule_based_scorers_score_a_run_as_the_reference_scores_the_same_message
         ("similarity", "contentSimilarity"),
         ("difference", "textualDifference"),
         ("keywords", "keywordCoverage"),
+        ("complete", "completeness"),
     ] {
         let expected = recorded(name);
         let score = by_key(key);
