@@ -19,6 +19,7 @@ use crate::agent::hooks::RunHooks;
 use crate::agent::processors::detector::Ask;
 use crate::agent::request::Injection;
 use crate::agent::result::RunResult;
+use crate::agent::scorers::builtin::Builtin;
 use crate::agent::scorers::record::ScoredRun;
 use crate::agent::scorers::scorer::{Kind, RunScorer, requested};
 use crate::agent::scorers::{Judge, ScoreRecord, Scored, ScorerRun, Scoring, convert, sampling};
@@ -67,7 +68,7 @@ impl Runner {
         let memory = request.memory.as_ref();
         let job = Job {
             scorers: admitted,
-            data,
+            data: Arc::new(data),
             run: ScoredRun {
                 run_id: self.run_id.clone(),
                 agent_id: self.agent.config.id.clone(),
@@ -95,7 +96,9 @@ impl Runner {
             );
             return;
         }
-        let data = request.return_scorer_data.then(|| job.data.clone());
+        let data = request
+            .return_scorer_data
+            .then(|| ScorerRun::clone(&job.data));
         let scores = job.run().await;
         if let Some(data) = data {
             result.scoring = Some(Scoring { data, scores });
@@ -106,7 +109,7 @@ impl Runner {
 /// One run's scoring: its scorers, what they read, and where the scores go.
 struct Job {
     scorers: Vec<RunScorer>,
-    data: ScorerRun,
+    data: Arc<ScorerRun>,
     run: ScoredRun,
     store: Arc<dyn Store>,
     agents: Arc<Agents>,
@@ -172,6 +175,14 @@ impl Job {
                     agents: &self.agents,
                     model: scorer.entry.model().unwrap_or_default(),
                 };
+                if let Builtin::Code(code) = builtin {
+                    // CPU work (a long text's tagging takes a while): off the async workers.
+                    let (code, data) = (code.clone(), self.data.clone());
+                    return tokio::task::spawn_blocking(move || code.score(&data))
+                        .await
+                        .map_err(|e| format!("the scorer stopped: {e}"))?
+                        .map(Some);
+                }
                 builtin.score(&self.data, &judge).await.map(Some)
             }
             Kind::Hook => self.hook(scorer).await,
