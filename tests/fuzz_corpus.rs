@@ -253,6 +253,14 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
                 ..Default::default()
             },
         ),
+        seed(
+            "agentd.v1.ScoreService/ListScores",
+            &pb::ListScoresRequest {
+                target: Some(pb::list_scores_request::Target::AgentId("notes".into())),
+                page_size: 10,
+                ..Default::default()
+            },
+        ),
     ]
 }
 

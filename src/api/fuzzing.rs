@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use prost::Message;
 use tonic::Status;
 
-use super::{agents, approvals, hooks, tasks, threads};
+use super::{agents, approvals, hooks, scores, tasks, threads};
 use crate::agent::Agents;
 use crate::config::{Config, Limits};
 use crate::pb;
@@ -172,6 +172,9 @@ pub fn decode_and_convert(method: &str, bytes: &[u8]) -> Option<Outcome> {
         }),
         "UpdateWorkingMemory" => run(bytes, |r: pb::UpdateWorkingMemoryRequest| {
             threads::update_working_memory_request(&r, (limits, &c.agents)).map(drop)
+        }),
+        "ListScores" => run(bytes, |r: pb::ListScoresRequest| {
+            scores::list_scores_request(&r, limits).map(drop)
         }),
         _ => return None,
     };

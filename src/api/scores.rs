@@ -76,48 +76,7 @@ impl pb::score_service_server::ScoreService for ScoreApi {
     ) -> Result<Response<pb::ListScoresResponse>, Status> {
         let caller = identity(request.extensions());
         let r = request.into_inner();
-        let mut v = Violations::default();
-        let list = match &r.target {
-            Some(pb::list_scores_request::Target::RunId(run)) => {
-                required(&mut v, "run_id", run, &self.limits);
-                run_list(run)
-            }
-            Some(pb::list_scores_request::Target::AgentId(agent)) => {
-                required(&mut v, "agent_id", agent, &self.limits);
-                agent_list(agent)
-            }
-            Some(pb::list_scores_request::Target::Thread(t)) => {
-                required(&mut v, "thread.thread_id", &t.thread_id, &self.limits);
-                required(&mut v, "thread.resource_id", &t.resource_id, &self.limits);
-                thread_list(&t.resource_id, &t.thread_id)
-            }
-            None => {
-                v.add("target", "set run_id, thread or agent_id");
-                String::new()
-            }
-        };
-        let size = match usize::try_from(r.page_size) {
-            Ok(0) => SCORE_PAGE.0,
-            Ok(n) if n <= SCORE_PAGE.1 => n,
-            _ => {
-                v.add(
-                    "page_size",
-                    format!(
-                        "must be between 0 (default {}) and {}",
-                        SCORE_PAGE.0, SCORE_PAGE.1
-                    ),
-                );
-                SCORE_PAGE.0
-            }
-        };
-        let from = match page_position(&list, &r.page_token) {
-            Ok(from) => from,
-            Err(why) => {
-                v.add("page_token", why);
-                0
-            }
-        };
-        v.into_result()?;
+        let ListScores { list, size, from } = list_scores_request(&r, &self.limits)?;
         if let Some(pb::list_scores_request::Target::Thread(t)) = &r.target {
             check_resource(&caller, "thread.resource_id", &t.resource_id)?;
         }
@@ -148,6 +107,63 @@ impl pb::score_service_server::ScoreService for ScoreApi {
             next_page_token,
         }))
     }
+}
+
+/// What a ListScores request reads: a score list, a page size and where the page starts.
+pub(crate) struct ListScores {
+    list: String,
+    size: usize,
+    from: u64,
+}
+
+/// Checks a ListScores request, every problem naming its field.
+pub(crate) fn list_scores_request(
+    r: &pb::ListScoresRequest,
+    limits: &Limits,
+) -> Result<ListScores, Status> {
+    let mut v = Violations::default();
+    let list = match &r.target {
+        Some(pb::list_scores_request::Target::RunId(run)) => {
+            required(&mut v, "run_id", run, limits);
+            run_list(run)
+        }
+        Some(pb::list_scores_request::Target::AgentId(agent)) => {
+            required(&mut v, "agent_id", agent, limits);
+            agent_list(agent)
+        }
+        Some(pb::list_scores_request::Target::Thread(t)) => {
+            required(&mut v, "thread.thread_id", &t.thread_id, limits);
+            required(&mut v, "thread.resource_id", &t.resource_id, limits);
+            thread_list(&t.resource_id, &t.thread_id)
+        }
+        None => {
+            v.add("target", "set run_id, thread or agent_id");
+            String::new()
+        }
+    };
+    let size = match usize::try_from(r.page_size) {
+        Ok(0) => SCORE_PAGE.0,
+        Ok(n) if n <= SCORE_PAGE.1 => n,
+        _ => {
+            v.add(
+                "page_size",
+                format!(
+                    "must be between 0 (default {}) and {}",
+                    SCORE_PAGE.0, SCORE_PAGE.1
+                ),
+            );
+            SCORE_PAGE.0
+        }
+    };
+    let from = match page_position(&list, &r.page_token) {
+        Ok(from) => from,
+        Err(why) => {
+            v.add("page_token", why);
+            0
+        }
+    };
+    v.into_result()?;
+    Ok(ListScores { list, size, from })
 }
 
 /// A required, well-formed id.
