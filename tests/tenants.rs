@@ -263,6 +263,71 @@ async fn the_tenant_matrix() {
 }
 
 #[tokio::test]
+async fn scores_are_listed_only_to_the_tenant_whose_run_they_score() {
+    let (_mock, _dir, server) = started().await;
+    let (acme_auth, globex_auth) = (bearer(Some(ACME_KEY)), bearer(Some(GLOBEX_KEY)));
+    let mut c = clients(&server).await;
+    let (thread, resource) = (support::unique("scored"), support::unique("acme/scored"));
+    let run = pb::GenerateRequest {
+        scorers: Some(pb::Scorers {
+            scorers: vec![pb::Scorer {
+                key: "tone".into(),
+                scorer: "tone".into(),
+                ..Default::default()
+            }],
+        }),
+        return_scorer_data: true,
+        ..ask("hi", &thread, &resource)
+    };
+    let result = support::finish(&chunks(c.agents.generate(req(&acme_auth, run)).await).await);
+    assert_eq!(result.scores.len(), 1);
+    let by_run = pb::ListScoresRequest {
+        target: Some(pb::list_scores_request::Target::RunId(
+            result.run_id.clone(),
+        )),
+        ..Default::default()
+    };
+    let by_agent = pb::ListScoresRequest {
+        target: Some(pb::list_scores_request::Target::AgentId("planner".into())),
+        ..Default::default()
+    };
+    let by_thread = pb::ListScoresRequest {
+        target: Some(pb::list_scores_request::Target::Thread(pb::ScoredThread {
+            thread_id: thread,
+            resource_id: resource,
+        })),
+        ..Default::default()
+    };
+    for request in [&by_run, &by_agent, &by_thread] {
+        let mine = c
+            .scores
+            .list_scores(req(&acme_auth, request.clone()))
+            .await
+            .expect("acme lists")
+            .into_inner();
+        assert_eq!(mine.scores, result.scores, "{request:?}");
+    }
+    // Globex sees none of them: by run or agent nothing is listed, by acme's thread it is
+    // refused like any of acme's resources.
+    for request in [&by_run, &by_agent] {
+        let theirs = c
+            .scores
+            .list_scores(req(&globex_auth, request.clone()))
+            .await
+            .expect("globex lists")
+            .into_inner();
+        assert!(theirs.scores.is_empty(), "{request:?}");
+    }
+    let denied = c
+        .scores
+        .list_scores(req(&globex_auth, by_thread))
+        .await
+        .expect_err("another tenant's thread");
+    assert_eq!(denied.code(), Code::PermissionDenied);
+    server.stop().await.expect("stop");
+}
+
+#[tokio::test]
 async fn threads_named_by_id_stay_with_their_resource() {
     let (_mock, _dir, server) = started().await;
     let (acme, _) = acme_target(&server).await;
@@ -276,8 +341,9 @@ async fn threads_named_by_id_stay_with_their_resource() {
     let got = every_rpc(&server, Some(GLOBEX_KEY), &stolen).await;
     for (rpc, code) in got {
         let want = match rpc {
+            // Listings keyed by globex's own resource: nothing of acme's is in them.
             "ListAgents" | "GetAgent" | "ListPending" | "ListThreads" | "GetWorkingMemory"
-            | "DeleteThread" => Code::Ok,
+            | "DeleteThread" | "ListScores" => Code::Ok,
             "Observe" | "Abort" | "Approve" | "Decline" | "Resume" | "ContinueWithHooks" => {
                 Code::NotFound
             }

@@ -5,6 +5,7 @@ use std::time::Duration;
 use agentd::pb;
 use agentd::pb::agent_service_client::AgentServiceClient;
 use agentd::pb::approval_service_client::ApprovalServiceClient;
+use agentd::pb::score_service_client::ScoreServiceClient;
 use agentd::pb::task_service_client::TaskServiceClient;
 use agentd::pb::thread_service_client::ThreadServiceClient;
 use agentd::server::RunningServer;
@@ -32,6 +33,7 @@ pub(crate) struct Clients {
     pub(crate) tasks: TaskServiceClient<Channel>,
     pub(crate) threads: ThreadServiceClient<Channel>,
     pub(crate) approvals: ApprovalServiceClient<Channel>,
+    pub(crate) scores: ScoreServiceClient<Channel>,
 }
 
 pub(crate) async fn clients(server: &RunningServer) -> Clients {
@@ -40,7 +42,8 @@ pub(crate) async fn clients(server: &RunningServer) -> Clients {
         agents: AgentServiceClient::new(channel.clone()),
         tasks: TaskServiceClient::new(channel.clone()),
         threads: ThreadServiceClient::new(channel.clone()),
-        approvals: ApprovalServiceClient::new(channel),
+        approvals: ApprovalServiceClient::new(channel.clone()),
+        scores: ScoreServiceClient::new(channel),
     }
 }
 
@@ -75,7 +78,7 @@ pub(crate) struct Target {
 }
 
 /// The RPCs in the order [`every_rpc`] calls them.
-pub(crate) const RPCS: [&str; 24] = [
+pub(crate) const RPCS: [&str; 25] = [
     "Generate",
     "GenerateWithHooks",
     "Observe",
@@ -99,6 +102,7 @@ pub(crate) const RPCS: [&str; 24] = [
     "DeleteMessages",
     "GetWorkingMemory",
     "UpdateWorkingMemory",
+    "ListScores",
     "DeleteThread",
 ];
 
@@ -304,6 +308,14 @@ pub(crate) async fn every_rpc(
             .update_working_memory(req(&auth, update_working))
             .await,
     ));
+    let scores = pb::ListScoresRequest {
+        target: Some(pb::list_scores_request::Target::Thread(pb::ScoredThread {
+            thread_id: t.into(),
+            resource_id: r.into(),
+        })),
+        ..Default::default()
+    };
+    out.push(code(c.scores.list_scores(req(&auth, scores)).await));
     let delete = pb::DeleteThreadRequest {
         thread_id: support::unique("never-made"),
         resource_id: r.into(),
