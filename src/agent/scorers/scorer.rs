@@ -57,7 +57,7 @@ impl RunScorer {
                 Builtin::parse(&entry.scorer, &entry.scorer_options()).map_err(
                     |(field, why)| match field {
                         Some(field) => (format!("{at}.{field}"), why),
-                        None => (format!("{at}.options"), why),
+                        None => (at.to_owned(), why),
                     },
                 )?,
             )
@@ -169,10 +169,13 @@ pub fn requested(
 /// A config-style field (`<at>.model`, `<at>.scale`) as the wire names it
 /// (`<at>.options.model`); `scorer` and `sampling` are the Scorer message's own fields.
 fn wire_field(at: &str, field: &str) -> String {
+    if field == at {
+        return format!("{at}.options");
+    }
     let Some(rest) = field.strip_prefix(at).and_then(|r| r.strip_prefix('.')) else {
         return field.to_owned();
     };
-    if rest == "scorer" || rest == "options" || rest.starts_with("sampling") {
+    if rest == "scorer" || rest.starts_with("sampling") {
         field.to_owned()
     } else {
         format!("{at}.options.{rest}")
@@ -181,6 +184,8 @@ fn wire_field(at: &str, field: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn hook(key: &str) -> RequestedScorer {
@@ -258,6 +263,60 @@ mod tests {
         assert!(
             problems[2].1.contains("unknown scorer \"nonsense\""),
             "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn configured_options_are_checked_by_their_scorer_naming_the_key() {
+        let entry = |scorer: &str, options: serde_json::Value| ScorerEntry {
+            scorer: scorer.into(),
+            sampling: Sampling::None,
+            options: options.as_object().cloned().unwrap_or_default(),
+        };
+        let built =
+            |key: &str, e: ScorerEntry| configured("a", &BTreeMap::from([(key.to_owned(), e)]));
+        let judged = json!({"model": "mock/judge", "scale": 2, "uncertainty_weight": 0.5});
+        assert!(built("ok", entry("answer-relevancy", judged)).is_ok());
+        assert!(built("ok", entry("tone", json!({"reference_tone": "calm"}))).is_ok());
+        let err = built(
+            "x",
+            entry(
+                "answer-relevancy",
+                json!({"model": "mock/j", "scale": "big"}),
+            ),
+        )
+        .unwrap_err();
+        assert!(err.starts_with("agents.a.scorers.x.scale: "), "{err}");
+        let err = built(
+            "x",
+            entry("bias", json!({"model": "mock/j", "threshold": 1})),
+        )
+        .unwrap_err();
+        assert!(
+            err.starts_with("agents.a.scorers.x") && err.contains("threshold"),
+            "{err}"
+        );
+        let err = built("x", entry("tone", json!({"reference_tone": 3}))).unwrap_err();
+        assert!(err.starts_with("agents.a.scorers.x"), "{err}");
+        let err = built("x", entry("code-tool-call-accuracy", json!({}))).unwrap_err();
+        assert!(err.starts_with("agents.a.scorers.x"), "{err}");
+        // As the wire names them: below `options`.
+        let wire = requested(
+            &[RequestedScorer {
+                key: "x".into(),
+                scorer: "tone".into(),
+                options: json!({"reference_tone": 3})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+                sampling: None,
+            }],
+            &[],
+        )
+        .unwrap_err();
+        assert!(
+            wire[0].0.starts_with("scorers.scorers.0.options"),
+            "{wire:?}"
         );
     }
 }
