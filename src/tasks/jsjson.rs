@@ -1,14 +1,22 @@
-//! `JSON.stringify(value, null, 2)` as JavaScript prints it, for texts that quote the
-//! model's arguments. serde_json's pretty printer differs in two places that show up in
-//! such texts: numbers (`1.0` vs `1`, exponents) and the order of integer-like keys
-//! (JavaScript objects list them first, ascending).
+//! `JSON.stringify` (compact and indented) and `Number.prototype.toString()` as JavaScript
+//! prints them, for texts that quote JSON or numbers the way the reference does: the task
+//! tools' argument quotes and the judged scorers' prompts. serde_json's printer differs in
+//! what shows up in such texts: numbers (`1.0` vs `1`, exponents) and the order of
+//! integer-like keys (JavaScript objects list them first, ascending).
 
 use serde_json::{Map, Value};
 
-/// Pretty JSON with 2-space indentation, byte-identical to JavaScript's.
-pub(super) fn stringify_pretty(value: &Value) -> String {
+/// `JSON.stringify(value)`, byte-identical to JavaScript's.
+pub(crate) fn stringify(value: &Value) -> String {
     let mut out = String::new();
-    write_value(&mut out, value, 0);
+    write_value(&mut out, value, None, 0);
+    out
+}
+
+/// `JSON.stringify(value, null, 2)`, byte-identical to JavaScript's.
+pub(crate) fn stringify_pretty(value: &Value) -> String {
+    let mut out = String::new();
+    write_value(&mut out, value, Some(2), 0);
     out
 }
 
@@ -32,18 +40,19 @@ pub(super) fn truncate_utf16(text: &str, max: usize) -> String {
     format!("{}... (truncated)", &text[..end])
 }
 
-fn write_value(out: &mut String, value: &Value, depth: usize) {
+/// Writes `value` at nesting `depth`, each level indented `indent` spaces (`None`: compact).
+fn write_value(out: &mut String, value: &Value, indent: Option<usize>, depth: usize) {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Number(n) => out.push_str(&number(n)),
         Value::String(s) => out.push_str(&quote(s)),
-        Value::Array(items) => write_array(out, items, depth),
-        Value::Object(map) => write_object(out, map, depth),
+        Value::Array(items) => write_array(out, items, indent, depth),
+        Value::Object(map) => write_object(out, map, indent, depth),
     }
 }
 
-fn write_array(out: &mut String, items: &[Value], depth: usize) {
+fn write_array(out: &mut String, items: &[Value], indent: Option<usize>, depth: usize) {
     if items.is_empty() {
         out.push_str("[]");
         return;
@@ -53,14 +62,14 @@ fn write_array(out: &mut String, items: &[Value], depth: usize) {
         if i > 0 {
             out.push(',');
         }
-        newline(out, depth + 1);
-        write_value(out, item, depth + 1);
+        newline(out, indent, depth + 1);
+        write_value(out, item, indent, depth + 1);
     }
-    newline(out, depth);
+    newline(out, indent, depth);
     out.push(']');
 }
 
-fn write_object(out: &mut String, map: &Map<String, Value>, depth: usize) {
+fn write_object(out: &mut String, map: &Map<String, Value>, indent: Option<usize>, depth: usize) {
     if map.is_empty() {
         out.push_str("{}");
         return;
@@ -70,18 +79,22 @@ fn write_object(out: &mut String, map: &Map<String, Value>, depth: usize) {
         if i > 0 {
             out.push(',');
         }
-        newline(out, depth + 1);
+        newline(out, indent, depth + 1);
         out.push_str(&quote(key));
-        out.push_str(": ");
-        write_value(out, value, depth + 1);
+        // The indented form puts a space after the colon; the compact one does not.
+        out.push_str(if indent.is_some() { ": " } else { ":" });
+        write_value(out, value, indent, depth + 1);
     }
-    newline(out, depth);
+    newline(out, indent, depth);
     out.push('}');
 }
 
-fn newline(out: &mut String, depth: usize) {
-    out.push('\n');
-    out.push_str(&"  ".repeat(depth));
+/// The line break and indentation before an item; nothing when compact.
+fn newline(out: &mut String, indent: Option<usize>, depth: usize) {
+    if let Some(width) = indent {
+        out.push('\n');
+        out.push_str(&" ".repeat(width * depth));
+    }
 }
 
 /// JavaScript property order: array-index keys ascending, then the others as inserted.
@@ -112,25 +125,33 @@ fn array_index(key: &str) -> Option<u32> {
     key.parse::<u32>().ok().filter(|&n| n != u32::MAX)
 }
 
-/// JSON string literal; serde_json escapes exactly the characters JavaScript escapes in
-/// well-formed strings (quote, backslash, control characters with lowercase hex).
-fn quote(s: &str) -> String {
+/// `JSON.stringify` of a string: the quoted literal. serde_json escapes exactly the
+/// characters JavaScript escapes in well-formed strings (quote, backslash, control
+/// characters with lowercase hex).
+pub(crate) fn quote(s: &str) -> String {
     Value::String(s.to_owned()).to_string()
 }
 
 /// A JSON number as JavaScript prints it after parsing it into a double.
 fn number(n: &serde_json::Number) -> String {
-    n.as_f64()
-        .map_or_else(|| n.to_string(), js_number_to_string)
+    match n.as_f64() {
+        Some(x) if x.is_finite() => js_number_to_string(x),
+        // JSON.stringify writes non-finite numbers as null; parsed JSON never has them.
+        Some(_) => "null".to_owned(),
+        None => n.to_string(),
+    }
 }
 
-/// `Number.prototype.toString()` for finite doubles (ECMA-262 Number::toString).
-pub(super) fn js_number_to_string(x: f64) -> String {
+/// `${x}` of a JavaScript number: `Number.prototype.toString()` (ECMA-262 Number::toString).
+pub(crate) fn js_number_to_string(x: f64) -> String {
+    if x.is_nan() {
+        return "NaN".to_owned();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "Infinity" } else { "-Infinity" }.to_owned();
+    }
     if x == 0.0 {
         return "0".to_owned(); // also -0
-    }
-    if !x.is_finite() {
-        return "null".to_owned(); // what JSON.stringify prints; JSON input never has these
     }
     // Rust's `{:e}` gives the shortest round-trip digits, the same digits JavaScript uses.
     let formatted = format!("{:e}", x.abs());
@@ -183,6 +204,9 @@ mod tests {
             (1.5e-10, "1.5e-10"),
             (-0.0, "0"),
             (12345678901234567890.0, "12345678901234567000"),
+            (0.53, "0.53"),
+            (f64::NAN, "NaN"),
+            (f64::NEG_INFINITY, "-Infinity"),
         ];
         for (x, expected) in cases {
             assert_eq!(js_number_to_string(x), expected, "{x}");
@@ -190,7 +214,7 @@ mod tests {
     }
 
     #[test]
-    fn pretty_layout_matches_json_stringify() {
+    fn layout_matches_json_stringify() {
         let value: Value = serde_json::from_str(
             r#"{"b": [1.0, {}, []], "10": "x\n\"y\"", "2": null, "a": {"c": true}}"#,
         )
@@ -201,6 +225,15 @@ mod tests {
         );
         assert_eq!(stringify_pretty(&json!("s")), "\"s\"");
         assert_eq!(stringify_pretty(&json!(null)), "null");
+        assert_eq!(
+            stringify(&value),
+            r#"{"2":null,"10":"x\n\"y\"","b":[1,{},[]],"a":{"c":true}}"#
+        );
+        assert_eq!(
+            stringify_pretty(&json!([{"a": 1, "b": []}])),
+            "[\n  {\n    \"a\": 1,\n    \"b\": []\n  }\n]"
+        );
+        assert_eq!(quote("say \"hi\"\u{1}"), "\"say \\\"hi\\\"\\u0001\"");
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //!    when `Outcome::store` is set.
 
 mod ids;
-mod jsjson;
+pub(crate) mod jsjson;
 mod model;
 mod ops;
 mod schema;
