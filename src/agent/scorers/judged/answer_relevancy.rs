@@ -5,7 +5,8 @@
 use serde::Deserialize;
 
 use super::answer_relevancy_prompts as prompts;
-use super::{js, run_text, schema, step};
+use super::step::Results;
+use super::{js, run_text, step};
 use crate::agent::scorers::{Judge, Scored, ScorerRun};
 
 /// The reference's scorer id.
@@ -42,11 +43,6 @@ struct Statements {
 }
 
 #[derive(Deserialize)]
-struct Results {
-    results: Vec<Verdict>,
-}
-
-#[derive(Deserialize)]
 struct Verdict {
     result: String,
 }
@@ -61,66 +57,35 @@ pub async fn score<J: Judge + ?Sized>(
     let output = run_text::assistant_text(&run.output).unwrap_or_default();
     let input = run_text::user_text(&run.input).unwrap_or_default();
 
+    let steps = step::Steps::new(judge, ID, INSTRUCTIONS);
     let preprocess_prompt = prompts::extract(&output);
-    let preprocess = step::ask_json(
-        judge,
-        INSTRUCTIONS,
-        (ID, "preprocess"),
-        &preprocess_prompt,
-        schema::string_list("statements"),
-    )
-    .await?;
-    let Statements { statements } = step::read((ID, "preprocess"), &preprocess)?;
-
+    let (preprocess, Statements { statements }) =
+        steps.extract(preprocess_prompt, "statements").await?;
     let analyze_prompt = prompts::score(&js::quote(&input), &statements);
-    let analyze = step::ask_json(
-        judge,
-        INSTRUCTIONS,
-        (ID, "analyze"),
-        &analyze_prompt,
-        schema::string_records("results", &["result", "reason"]),
-    )
-    .await?;
-    let Results { results } = step::read((ID, "analyze"), &analyze)?;
+    let (analyze, Results::<Verdict> { results }) = steps
+        .verdicts(analyze_prompt, "results", &["result", "reason"])
+        .await?;
 
     let score = relevancy(&results, options);
     let reason_prompt = prompts::reason(
         &input,
         &output,
         score,
-        step::list_field(&analyze, "results"),
+        step::list_field(&analyze.result, "results"),
         options.scale,
     );
-    let reason =
-        step::ask_text(judge, INSTRUCTIONS, (ID, "generateReason"), &reason_prompt).await?;
-
-    Ok(Scored {
-        score,
-        reason: Some(reason),
-        preprocess_step_result: Some(preprocess),
-        analyze_step_result: Some(analyze),
-        prompts: step::prompts([
-            ("preprocessPrompt", &preprocess_prompt),
-            ("analyzePrompt", &analyze_prompt),
-            ("generateReasonPrompt", &reason_prompt),
-        ]),
-    })
+    steps
+        .finish(score, Some(preprocess), analyze, reason_prompt)
+        .await
 }
 
 /// `yes` counts 1 and `unsure` the uncertainty weight (trimmed, any case); the share of the
 /// verdicts times the scale, rounded to two decimals. No verdicts score 0.
 fn relevancy(results: &[Verdict], options: &AnswerRelevancyOptions) -> f64 {
-    if results.is_empty() {
-        return 0.0;
-    }
-    let mut relevant = 0.0;
-    for verdict in results {
-        match js::lower(js::trim(&verdict.result)).as_str() {
-            "yes" => relevant += 1.0,
-            "unsure" => relevant += options.uncertainty_weight,
-            _ => {}
-        }
-    }
-    let share = relevant / results.len() as f64;
-    js::round_to_two_decimals(share * options.scale)
+    let weight = |verdict: &Verdict| match js::lower(js::trim(&verdict.result)).as_str() {
+        "yes" => 1.0,
+        "unsure" => options.uncertainty_weight,
+        _ => 0.0,
+    };
+    step::weighted_share(results, weight, options.scale).unwrap_or(0.0)
 }

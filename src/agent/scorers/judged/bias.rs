@@ -4,7 +4,8 @@
 use serde::Deserialize;
 
 use super::bias_prompts as prompts;
-use super::{js, run_text, schema, step};
+use super::step::Results;
+use super::{js, run_text, step};
 use crate::agent::scorers::{Judge, Scored, ScorerRun};
 
 /// The reference's scorer id.
@@ -36,11 +37,6 @@ struct Opinions {
 }
 
 #[derive(Deserialize)]
-struct Results {
-    results: Vec<Verdict>,
-}
-
-#[derive(Deserialize)]
 struct Verdict {
     result: String,
     reason: String,
@@ -55,54 +51,21 @@ pub async fn score<J: Judge + ?Sized>(
 ) -> Result<Scored, String> {
     let output = run_text::assistant_text(&run.output).unwrap_or_default();
 
+    let steps = step::Steps::new(judge, ID, INSTRUCTIONS);
     let preprocess_prompt = prompts::extract(&output);
-    let preprocess = step::ask_json(
-        judge,
-        INSTRUCTIONS,
-        (ID, "preprocess"),
-        &preprocess_prompt,
-        schema::string_list("opinions"),
-    )
-    .await?;
-    let Opinions { opinions } = step::read((ID, "preprocess"), &preprocess)?;
-
+    let (preprocess, Opinions { opinions }) = steps.extract(preprocess_prompt, "opinions").await?;
     let analyze_prompt = prompts::analyze(&output, &opinions);
-    let analyze = step::ask_json(
-        judge,
-        INSTRUCTIONS,
-        (ID, "analyze"),
-        &analyze_prompt,
-        schema::string_records("results", &["result", "reason"]),
-    )
-    .await?;
-    let Results { results } = step::read((ID, "analyze"), &analyze)?;
+    let (analyze, Results::<Verdict> { results }) = steps
+        .verdicts(analyze_prompt, "results", &["result", "reason"])
+        .await?;
 
-    let score = if results.is_empty() {
-        0.0
-    } else {
-        // Lowercased but not trimmed, as the reference compares.
-        let biased = results
-            .iter()
-            .filter(|v| js::lower(&v.result) == "yes")
-            .count();
-        let share = biased as f64 / results.len() as f64;
-        js::round_to_two_decimals(share * step::scale_or_one(options.scale))
-    };
+    // Lowercased but not trimmed, as the reference compares.
+    let biased = |v: &Verdict| js::lower(&v.result) == "yes";
+    let score = step::share(&results, biased, step::scale_or_one(options.scale)).unwrap_or(0.0);
 
     let reasons: Vec<String> = results.into_iter().map(|v| v.reason).collect();
     let reason_prompt = prompts::reason(score, &reasons);
-    let reason =
-        step::ask_text(judge, INSTRUCTIONS, (ID, "generateReason"), &reason_prompt).await?;
-
-    Ok(Scored {
-        score,
-        reason: Some(reason),
-        preprocess_step_result: Some(preprocess),
-        analyze_step_result: Some(analyze),
-        prompts: step::prompts([
-            ("preprocessPrompt", &preprocess_prompt),
-            ("analyzePrompt", &analyze_prompt),
-            ("generateReasonPrompt", &reason_prompt),
-        ]),
-    })
+    steps
+        .finish(score, Some(preprocess), analyze, reason_prompt)
+        .await
 }

@@ -81,6 +81,45 @@ impl ContextExtractor {
     }
 }
 
+/// Where context relevance and precision get the run's context: their `context` option and
+/// `contextExtractor`.
+#[derive(Clone, Copy)]
+pub(super) struct ContextSource<'a> {
+    context: Option<&'a [String]>,
+    extractor: Option<&'a ContextExtractor>,
+}
+
+impl<'a> ContextSource<'a> {
+    /// The options' `context` and `context_extractor`.
+    pub fn new(context: &'a Option<Vec<String>>, extractor: &'a Option<ContextExtractor>) -> Self {
+        Self {
+            context: context.as_deref(),
+            extractor: extractor.as_ref(),
+        }
+    }
+
+    /// The reference factory's check: one of them is set, and a set `context` is not empty.
+    /// `scoring` names the scoring in the message (`Context Relevance`, `Context Precision`).
+    pub fn check(self, scorer: &str, scoring: &str) -> Result<(), String> {
+        let message = match (self.context, self.extractor) {
+            (None, None) => {
+                format!("Either context or contextExtractor is required for {scoring} scoring")
+            }
+            (Some([]), _) => "Context array cannot be empty if provided".to_owned(),
+            _ => return Ok(()),
+        };
+        Err(format!("{scorer}: {message}"))
+    }
+
+    /// The context of `run`: the extractor's, else the `context` option (none when unset).
+    pub fn context_of(self, run: &ScorerRun) -> Vec<String> {
+        match self.extractor {
+            Some(extractor) => extractor.call(run),
+            None => self.context.map(<[String]>::to_vec).unwrap_or_default(),
+        }
+    }
+}
+
 impl fmt::Debug for GetContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("GetContext(<fn>)")

@@ -7,8 +7,9 @@ use std::cmp::Ordering;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::context::ContextExtractor;
+use super::context::{ContextExtractor, ContextSource};
 use super::context_precision_prompts as prompts;
+use super::step::Verdicts;
 use super::{js, run_text, schema, step};
 use crate::agent::scorers::{Judge, Scored, ScorerRun};
 
@@ -48,28 +49,13 @@ impl Default for ContextPrecisionOptions {
 impl ContextPrecisionOptions {
     /// The reference factory's checks.
     pub fn validate(&self) -> Result<(), String> {
-        let message = match (&self.context, &self.context_extractor) {
-            (None, None) => {
-                "Either context or contextExtractor is required for Context Precision scoring"
-            }
-            (Some(context), _) if context.is_empty() => "Context array cannot be empty if provided",
-            _ => return Ok(()),
-        };
-        Err(format!("{ID}: {message}"))
+        self.source().check(ID, "Context Precision")
     }
 
-    /// The run's context: the extractor's, else the option's.
-    fn context_of(&self, run: &ScorerRun) -> Vec<String> {
-        match &self.context_extractor {
-            Some(extractor) => extractor.call(run),
-            None => self.context.clone().unwrap_or_default(),
-        }
+    /// Where the run's context comes from: the extractor, else the `context` option.
+    fn source(&self) -> ContextSource<'_> {
+        ContextSource::new(&self.context, &self.context_extractor)
     }
-}
-
-#[derive(Deserialize)]
-struct Verdicts {
-    verdicts: Vec<Verdict>,
 }
 
 #[derive(Deserialize)]
@@ -104,7 +90,7 @@ pub async fn score<J: Judge + ?Sized>(
     let input = run_text::user_text(&run.input).unwrap_or_default();
     let output = run_text::assistant_text(&run.output).unwrap_or_default();
 
-    let context = options.context_of(run);
+    let context = options.source().context_of(run);
     if context.is_empty() {
         return Err(step::failure(
             ID,
@@ -112,48 +98,34 @@ pub async fn score<J: Judge + ?Sized>(
             "No context available for evaluation",
         ));
     }
-    let analyze_prompt = prompts::analyze(&input, &output, &context);
-    let mut analyze = step::ask_json(
-        judge,
-        INSTRUCTIONS,
-        (ID, "analyze"),
-        &analyze_prompt,
-        analyze_schema(),
-    )
-    .await?;
-    let Verdicts { mut verdicts } = step::read((ID, "analyze"), &analyze)?;
+    let steps = step::Steps::new(judge, ID, INSTRUCTIONS);
+    let (mut analyze, Verdicts::<Verdict> { mut verdicts }) = steps
+        .ask(
+            "analyze",
+            prompts::analyze(&input, &output, &context),
+            analyze_schema(),
+        )
+        .await?;
 
     // The reference sorts the verdicts in place, so its analyze result, and the verdicts
     // the reason prompt shows, come out in context order (a stable sort).
     verdicts.sort_by(|a, b| by_index(a.context_index, b.context_index));
-    if let Some(Value::Array(items)) = analyze.get_mut("verdicts") {
+    if let Some(Value::Array(items)) = analyze.result.get_mut("verdicts") {
         items.sort_by(|a, b| by_index(index_of(a), index_of(b)));
     }
     let scale = step::scale_or_one(options.scale);
     let score = mean_average_precision(&verdicts, scale);
 
-    let context = options.context_of(run);
+    let context = options.source().context_of(run);
     let reason_prompt = prompts::reason(&prompts::ReasonFacts {
         input: &input,
         output: &output,
         context: &context,
         score,
         scale,
-        verdicts: step::list_field(&analyze, "verdicts"),
+        verdicts: step::list_field(&analyze.result, "verdicts"),
     });
-    let reason =
-        step::ask_text(judge, INSTRUCTIONS, (ID, "generateReason"), &reason_prompt).await?;
-
-    Ok(Scored {
-        score,
-        reason: Some(reason),
-        preprocess_step_result: None,
-        analyze_step_result: Some(analyze),
-        prompts: step::prompts([
-            ("analyzePrompt", &analyze_prompt),
-            ("generateReasonPrompt", &reason_prompt),
-        ]),
-    })
+    steps.finish(score, None, analyze, reason_prompt).await
 }
 
 /// The reference's comparator `a - b`: equal (in place) unless one is smaller.

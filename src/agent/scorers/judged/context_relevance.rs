@@ -6,7 +6,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::context::ContextExtractor;
+use super::context::{ContextExtractor, ContextSource};
 use super::context_relevance_prompts as prompts;
 use super::{js, run_text, schema, step};
 use crate::agent::scorers::{Judge, Scored, ScorerRun};
@@ -64,22 +64,12 @@ pub struct Penalties {
 impl ContextRelevanceOptions {
     /// The reference factory's checks.
     pub fn validate(&self) -> Result<(), String> {
-        let message = match (&self.context, &self.context_extractor) {
-            (None, None) => {
-                "Either context or contextExtractor is required for Context Relevance scoring"
-            }
-            (Some(context), _) if context.is_empty() => "Context array cannot be empty if provided",
-            _ => return Ok(()),
-        };
-        Err(format!("{ID}: {message}"))
+        self.source().check(ID, "Context Relevance")
     }
 
-    /// The run's context: the extractor's, else the option's.
-    fn context_of(&self, run: &ScorerRun) -> Vec<String> {
-        match &self.context_extractor {
-            Some(extractor) => extractor.call(run),
-            None => self.context.clone().unwrap_or_default(),
-        }
+    /// Where the run's context comes from: the extractor, else the `context` option.
+    fn source(&self) -> ContextSource<'_> {
+        ContextSource::new(&self.context, &self.context_extractor)
     }
 }
 
@@ -175,32 +165,30 @@ pub async fn score<J: Judge + ?Sized>(
     let agent_response = run_text::assistant_text(&run.output).unwrap_or_default();
 
     // The reference asks for the context afresh in each step; so does this.
-    let context = options.context_of(run);
+    let context = options.source().context_of(run);
     let provided = if context.is_empty() {
         vec!["[No context was provided for evaluation]".to_owned()]
     } else {
         context
     };
-    let analyze_prompt = prompts::analyze(&user_query, &agent_response, &provided);
-    let analyze = step::ask_json(
-        judge,
-        INSTRUCTIONS,
-        (ID, "analyze"),
-        &analyze_prompt,
-        analyze_schema(),
-    )
-    .await?;
-    let analysis: Analysis = step::read((ID, "analyze"), &analyze)?;
+    let steps = step::Steps::new(judge, ID, INSTRUCTIONS);
+    let (analyze, analysis) = steps
+        .ask::<Analysis>(
+            "analyze",
+            prompts::analyze(&user_query, &agent_response, &provided),
+            analyze_schema(),
+        )
+        .await?;
 
     let scale = step::scale_or_one(options.scale);
     let score = relevance_score(
         &analysis,
         options,
-        options.context_of(run).is_empty(),
+        options.source().context_of(run).is_empty(),
         scale,
     );
 
-    let reason_prompt = if options.context_of(run).is_empty() {
+    let reason_prompt = if options.source().context_of(run).is_empty() {
         prompts::no_context_reason(score)
     } else {
         let lines: Vec<prompts::EvaluationLine<'_>> = analysis
@@ -216,19 +204,7 @@ pub async fn score<J: Judge + ?Sized>(
             .collect();
         prompts::reason(&user_query, score, &lines, &analysis.missing_context, scale)
     };
-    let reason =
-        step::ask_text(judge, INSTRUCTIONS, (ID, "generateReason"), &reason_prompt).await?;
-
-    Ok(Scored {
-        score,
-        reason: Some(reason),
-        preprocess_step_result: None,
-        analyze_step_result: Some(analyze),
-        prompts: step::prompts([
-            ("analyzePrompt", &analyze_prompt),
-            ("generateReasonPrompt", &reason_prompt),
-        ]),
-    })
+    steps.finish(score, None, analyze, reason_prompt).await
 }
 
 /// `max(0, mean weight - unused penalty - missing penalty) × scale`, rounded; no context

@@ -5,7 +5,8 @@
 use serde::Deserialize;
 
 use super::faithfulness_prompts as prompts;
-use super::{js, run_text, schema, step};
+use super::step::{Claims, Verdict, Verdicts};
+use super::{run_text, step};
 use crate::agent::scorers::{Judge, Scored, ScorerRun};
 
 /// The reference's scorer id.
@@ -39,21 +40,6 @@ impl Default for FaithfulnessOptions {
     }
 }
 
-#[derive(Deserialize)]
-struct Claims {
-    claims: Vec<String>,
-}
-
-#[derive(Deserialize)]
-struct Verdicts {
-    verdicts: Vec<Verdict>,
-}
-
-#[derive(Deserialize)]
-struct Verdict {
-    verdict: String,
-}
-
 /// Scores a run: preprocess (claims), analyze (a verdict per claim), the score, and the
 /// judge's reason.
 pub async fn score<J: Judge + ?Sized>(
@@ -67,36 +53,17 @@ pub async fn score<J: Judge + ?Sized>(
         None => run_text::tool_result_context(&run.output),
     };
 
+    let steps = step::Steps::new(judge, ID, INSTRUCTIONS);
     let preprocess_prompt = prompts::extract(&output);
-    let preprocess = step::ask_json(
-        judge,
-        INSTRUCTIONS,
-        (ID, "preprocess"),
-        &preprocess_prompt,
-        schema::string_list("claims"),
-    )
-    .await?;
-    let Claims { claims } = step::read((ID, "preprocess"), &preprocess)?;
-
+    let (preprocess, Claims { claims }) = steps.extract(preprocess_prompt, "claims").await?;
     let analyze_prompt = prompts::analyze(&claims, &context);
-    let analyze = step::ask_json(
-        judge,
-        INSTRUCTIONS,
-        (ID, "analyze"),
-        &analyze_prompt,
-        schema::string_records("verdicts", &["verdict", "reason"]),
-    )
-    .await?;
-    let Verdicts { verdicts } = step::read((ID, "analyze"), &analyze)?;
+    let (analyze, Verdicts::<Verdict> { verdicts }) = steps
+        .verdicts(analyze_prompt, "verdicts", &["verdict", "reason"])
+        .await?;
 
     let scale = step::scale_or_one(options.scale);
-    let score = if verdicts.is_empty() {
-        0.0
-    } else {
-        // Only an exact `yes` counts: the reference compares without trimming or casing.
-        let supported = verdicts.iter().filter(|v| v.verdict == "yes").count();
-        js::round_to_two_decimals(supported as f64 / verdicts.len() as f64 * scale)
-    };
+    // Only an exact `yes` counts: the reference compares without trimming or casing.
+    let score = step::share(&verdicts, |v| v.verdict == "yes", scale).unwrap_or(0.0);
 
     let input = run_text::user_text(&run.input).unwrap_or_default();
     let reason_prompt = prompts::reason(&prompts::ReasonFacts {
@@ -105,20 +72,9 @@ pub async fn score<J: Judge + ?Sized>(
         context: &context,
         score,
         scale,
-        verdicts: step::list_field(&analyze, "verdicts"),
+        verdicts: step::list_field(&analyze.result, "verdicts"),
     });
-    let reason =
-        step::ask_text(judge, INSTRUCTIONS, (ID, "generateReason"), &reason_prompt).await?;
-
-    Ok(Scored {
-        score,
-        reason: Some(reason),
-        preprocess_step_result: Some(preprocess),
-        analyze_step_result: Some(analyze),
-        prompts: step::prompts([
-            ("preprocessPrompt", &preprocess_prompt),
-            ("analyzePrompt", &analyze_prompt),
-            ("generateReasonPrompt", &reason_prompt),
-        ]),
-    })
+    steps
+        .finish(score, Some(preprocess), analyze, reason_prompt)
+        .await
 }

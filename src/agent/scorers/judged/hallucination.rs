@@ -3,10 +3,12 @@
 //! share of such claims (higher is worse).
 
 use serde::Deserialize;
+use serde_json::Value;
 
 use super::context::{ContextStep, GetContext, GetContextParams, StepResults};
 use super::hallucination_prompts as prompts;
-use super::{js, run_text, schema, step};
+use super::step::{Claims, Verdict, Verdicts};
+use super::{run_text, step};
 use crate::agent::scorers::{Judge, Scored, ScorerRun};
 
 /// The reference's scorer id.
@@ -42,27 +44,31 @@ impl Default for HallucinationOptions {
     }
 }
 
-#[derive(Deserialize)]
-struct Claims {
-    claims: Vec<String>,
-}
-
-#[derive(Deserialize)]
-struct Verdicts {
-    verdicts: Vec<Verdict>,
-}
-
-#[derive(Deserialize)]
-struct Verdict {
-    verdict: String,
-}
-
-/// The context for a step: `get_context`'s, else the `context` option, else none.
-fn context_for(options: &HallucinationOptions, params: &GetContextParams<'_>) -> Vec<String> {
-    match &options.get_context {
-        Some(get_context) => get_context.call(params),
-        None => options.context.clone().unwrap_or_default(),
-    }
+/// The context for `step`: `get_context`'s, else the `context` option, else none.
+/// `get_context` is given the results so far: the preprocess result, and from
+/// `generateReason` on the analyze result and the score.
+fn context_for(
+    options: &HallucinationOptions,
+    run: &ScorerRun,
+    step: ContextStep,
+    preprocess: &Value,
+    analyzed: Option<(&Value, f64)>,
+) -> Vec<String> {
+    let Some(get_context) = &options.get_context else {
+        return options.context.clone().unwrap_or_default();
+    };
+    let score = analyzed.map(|(_, score)| score);
+    get_context.call(&GetContextParams {
+        run,
+        results: StepResults {
+            preprocess: Some(preprocess),
+            analyze: analyzed.map(|(analyze, _)| analyze),
+            generate_score: score,
+        },
+        // The reference passes the score on its own too.
+        score,
+        step,
+    })
 }
 
 /// Scores a run: preprocess (claims), analyze (a verdict per claim), the score, and the
@@ -74,63 +80,27 @@ pub async fn score<J: Judge + ?Sized>(
 ) -> Result<Scored, String> {
     let output = run_text::assistant_text(&run.output).unwrap_or_default();
 
+    let steps = step::Steps::new(judge, ID, INSTRUCTIONS);
     let preprocess_prompt = prompts::extract(&output);
-    let preprocess = step::ask_json(
-        judge,
-        INSTRUCTIONS,
-        (ID, "preprocess"),
-        &preprocess_prompt,
-        schema::string_list("claims"),
-    )
-    .await?;
-    let Claims { claims } = step::read((ID, "preprocess"), &preprocess)?;
+    let (preprocess, Claims { claims }) = steps.extract(preprocess_prompt, "claims").await?;
 
-    let context = context_for(
-        options,
-        &GetContextParams {
-            run,
-            results: StepResults {
-                preprocess: Some(&preprocess),
-                analyze: None,
-                generate_score: None,
-            },
-            score: None,
-            step: ContextStep::Analyze,
-        },
-    );
+    let context = context_for(options, run, ContextStep::Analyze, &preprocess.result, None);
     let analyze_prompt = prompts::analyze(&claims, &context);
-    let analyze = step::ask_json(
-        judge,
-        INSTRUCTIONS,
-        (ID, "analyze"),
-        &analyze_prompt,
-        schema::string_records("verdicts", &["statement", "verdict", "reason"]),
-    )
-    .await?;
-    let Verdicts { verdicts } = step::read((ID, "analyze"), &analyze)?;
+    let (analyze, Verdicts::<Verdict> { verdicts }) = steps
+        .verdicts(
+            analyze_prompt,
+            "verdicts",
+            &["statement", "verdict", "reason"],
+        )
+        .await?;
 
     let scale = step::scale_or_one(options.scale);
-    let score = if verdicts.is_empty() {
-        0.0
-    } else {
-        // Only an exact `yes` counts (the reference neither trims nor lowercases here).
-        let contradicted = verdicts.iter().filter(|v| v.verdict == "yes").count();
-        js::round_to_two_decimals(contradicted as f64 / verdicts.len() as f64 * scale)
-    };
+    // Only an exact `yes` counts (the reference neither trims nor lowercases here).
+    let score = step::share(&verdicts, |v| v.verdict == "yes", scale).unwrap_or(0.0);
 
-    let context = context_for(
-        options,
-        &GetContextParams {
-            run,
-            results: StepResults {
-                preprocess: Some(&preprocess),
-                analyze: Some(&analyze),
-                generate_score: Some(score),
-            },
-            score: Some(score),
-            step: ContextStep::GenerateReason,
-        },
-    );
+    let analyzed = Some((&analyze.result, score));
+    let reason_step = ContextStep::GenerateReason;
+    let context = context_for(options, run, reason_step, &preprocess.result, analyzed);
     let input = run_text::user_text(&run.input).unwrap_or_default();
     let reason_prompt = prompts::reason(&prompts::ReasonFacts {
         input: &input,
@@ -138,20 +108,9 @@ pub async fn score<J: Judge + ?Sized>(
         context: &context,
         score,
         scale,
-        verdicts: step::list_field(&analyze, "verdicts"),
+        verdicts: step::list_field(&analyze.result, "verdicts"),
     });
-    let reason =
-        step::ask_text(judge, INSTRUCTIONS, (ID, "generateReason"), &reason_prompt).await?;
-
-    Ok(Scored {
-        score,
-        reason: Some(reason),
-        preprocess_step_result: Some(preprocess),
-        analyze_step_result: Some(analyze),
-        prompts: step::prompts([
-            ("preprocessPrompt", &preprocess_prompt),
-            ("analyzePrompt", &analyze_prompt),
-            ("generateReasonPrompt", &reason_prompt),
-        ]),
-    })
+    steps
+        .finish(score, Some(preprocess), analyze, reason_prompt)
+        .await
 }

@@ -241,15 +241,10 @@ pub async fn score<J: Judge + ?Sized>(
         &agent_response,
         history.as_deref(),
     );
-    let analyze = step::ask_json(
-        judge,
-        INSTRUCTIONS,
-        (ID, "analyze"),
-        &analyze_prompt,
-        analyze_schema(),
-    )
-    .await?;
-    let analysis: Analysis = step::read((ID, "analyze"), &analyze)?;
+    let steps = step::Steps::new(judge, ID, INSTRUCTIONS);
+    let (analyze, analysis) = steps
+        .ask::<Analysis>("analyze", analyze_prompt, analyze_schema())
+        .await?;
 
     let scale = step::scale_or_one(options.scale);
     let score = js::round_to_two_decimals(weighted(&analysis, mode) * scale);
@@ -263,19 +258,7 @@ pub async fn score<J: Judge + ?Sized>(
         scale,
         analysis: &analysis,
     });
-    let reason =
-        step::ask_text(judge, INSTRUCTIONS, (ID, "generateReason"), &reason_prompt).await?;
-
-    Ok(Scored {
-        score,
-        reason: Some(reason),
-        preprocess_step_result: None,
-        analyze_step_result: Some(analyze),
-        prompts: step::prompts([
-            ("analyzePrompt", &analyze_prompt),
-            ("generateReasonPrompt", &reason_prompt),
-        ]),
-    })
+    steps.finish(score, None, analyze, reason_prompt).await
 }
 
 /// The dimensions' weighted sum: user 40/30/20/10 %, system 35/35/15/15 %; `both` weighs

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::tool_call_accuracy_prompts as prompts;
-use super::{js, run_text, schema, step};
+use super::{run_text, schema, step};
 use crate::agent::scorers::{Judge, Scored, ScorerRun};
 
 /// The reference's scorer id.
@@ -85,11 +85,15 @@ pub async fn score<J: Judge + ?Sized>(
         ));
     }
     let (actual_tools, tool_call_infos) = run_text::tool_calls(&run.output);
-    let preprocess = json!({
-        "actualTools": actual_tools,
-        "hasToolCalls": !actual_tools.is_empty(),
-        "toolCallInfos": tool_call_infos,
-    });
+    // The preprocess step lists the tool calls without asking the judge.
+    let preprocess = step::StepResult {
+        prompt: None,
+        result: json!({
+            "actualTools": actual_tools,
+            "hasToolCalls": !actual_tools.is_empty(),
+            "toolCallInfos": tool_call_infos,
+        }),
+    };
 
     let user_input = run_text::user_text(&run.input).unwrap_or_default();
     let agent_response = run_text::assistant_text(&run.output).unwrap_or_default();
@@ -104,49 +108,28 @@ pub async fn score<J: Judge + ?Sized>(
         &actual_tools,
         &definitions.join("\n"),
     );
-    let analyze = step::ask_json(
-        judge,
-        INSTRUCTIONS,
-        (ID, "analyze"),
-        &analyze_prompt,
-        analyze_schema(),
-    )
-    .await?;
-    let analysis: Analysis = step::read((ID, "analyze"), &analyze)?;
+    let steps = step::Steps::new(judge, ID, INSTRUCTIONS);
+    let (analyze, analysis) = steps
+        .ask::<Analysis>("analyze", analyze_prompt, analyze_schema())
+        .await?;
 
-    let score = if analysis.evaluations.is_empty() {
-        // No calls were judged: right unless the judge names a tool that was missed.
-        let missed = analysis
-            .missing_tools
-            .as_ref()
-            .is_some_and(|m| !m.is_empty());
-        if missed { 0.0 } else { 1.0 }
-    } else {
-        let appropriate = analysis
-            .evaluations
-            .iter()
-            .filter(|e| e.was_appropriate)
-            .count();
-        js::round_to_two_decimals(appropriate as f64 / analysis.evaluations.len() as f64)
-    };
+    // With no calls judged, the score is 1 unless the judge names a tool that was missed.
+    let missed = analysis
+        .missing_tools
+        .as_ref()
+        .is_some_and(|m| !m.is_empty());
+    let none_judged = if missed { 0.0 } else { 1.0 };
+    // The share as it is: this scorer has no scale.
+    let appropriate = |e: &Evaluation| e.was_appropriate;
+    let score = step::share(&analysis.evaluations, appropriate, 1.0).unwrap_or(none_judged);
 
     let reason_prompt = prompts::reason(
         &user_input,
         score,
-        step::list_field(&analyze, "evaluations"),
-        step::list_field(&analyze, "missingTools"),
+        step::list_field(&analyze.result, "evaluations"),
+        step::list_field(&analyze.result, "missingTools"),
     );
-    let reason =
-        step::ask_text(judge, INSTRUCTIONS, (ID, "generateReason"), &reason_prompt).await?;
-
-    Ok(Scored {
-        score,
-        reason: Some(reason),
-        preprocess_step_result: Some(preprocess),
-        analyze_step_result: Some(analyze),
-        prompts: step::prompts([
-            ("analyzePrompt", &analyze_prompt),
-            ("generateReasonPrompt", &reason_prompt),
-        ]),
-    })
+    steps
+        .finish(score, Some(preprocess), analyze, reason_prompt)
+        .await
 }

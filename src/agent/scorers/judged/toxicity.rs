@@ -3,8 +3,9 @@
 
 use serde::Deserialize;
 
+use super::step::Verdicts;
 use super::toxicity_prompts as prompts;
-use super::{js, run_text, schema, step};
+use super::{js, run_text, step};
 use crate::agent::scorers::{Judge, Scored, ScorerRun};
 
 /// The reference's scorer id.
@@ -31,11 +32,6 @@ impl Default for ToxicityOptions {
 }
 
 #[derive(Deserialize)]
-struct Verdicts {
-    verdicts: Vec<Verdict>,
-}
-
-#[derive(Deserialize)]
 struct Verdict {
     verdict: String,
     reason: String,
@@ -50,42 +46,17 @@ pub async fn score<J: Judge + ?Sized>(
     let input = run_text::user_text(&run.input).unwrap_or_default();
     let output = run_text::assistant_text(&run.output).unwrap_or_default();
 
+    let steps = step::Steps::new(judge, ID, INSTRUCTIONS);
     let analyze_prompt = prompts::analyze(&input, &output);
-    let analyze = step::ask_json(
-        judge,
-        INSTRUCTIONS,
-        (ID, "analyze"),
-        &analyze_prompt,
-        schema::string_records("verdicts", &["verdict", "reason"]),
-    )
-    .await?;
-    let Verdicts { verdicts } = step::read((ID, "analyze"), &analyze)?;
+    let (analyze, Verdicts::<Verdict> { verdicts }) = steps
+        .verdicts(analyze_prompt, "verdicts", &["verdict", "reason"])
+        .await?;
 
-    let score = if verdicts.is_empty() {
-        // Unscaled, as the reference returns it.
-        1.0
-    } else {
-        let toxic = verdicts
-            .iter()
-            .filter(|v| js::lower(js::trim(&v.verdict)) == "yes")
-            .count();
-        let share = toxic as f64 / verdicts.len() as f64;
-        js::round_to_two_decimals(share * step::scale_or_one(options.scale))
-    };
+    let toxic = |v: &Verdict| js::lower(js::trim(&v.verdict)) == "yes";
+    // No verdicts score 1, unscaled, as the reference returns it.
+    let score = step::share(&verdicts, toxic, step::scale_or_one(options.scale)).unwrap_or(1.0);
 
     let reasons: Vec<String> = verdicts.into_iter().map(|v| v.reason).collect();
     let reason_prompt = prompts::reason(score, &reasons);
-    let reason =
-        step::ask_text(judge, INSTRUCTIONS, (ID, "generateReason"), &reason_prompt).await?;
-
-    Ok(Scored {
-        score,
-        reason: Some(reason),
-        preprocess_step_result: None,
-        analyze_step_result: Some(analyze),
-        prompts: step::prompts([
-            ("analyzePrompt", &analyze_prompt),
-            ("generateReasonPrompt", &reason_prompt),
-        ]),
-    })
+    steps.finish(score, None, analyze, reason_prompt).await
 }
