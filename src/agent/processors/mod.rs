@@ -26,7 +26,7 @@ use crate::agent::message::Message;
 use crate::config::{ProcessorOverrides, ProcessorSpec, TokenLimiterSpec, UnicodeOptions};
 pub use detector::{Detector, Stage};
 pub use regex_filter::RegexFilter;
-pub(crate) use unicode::js_trim;
+pub(crate) use unicode::{is_js_space, js_trim};
 
 /// A processor stopped the run (or, with `retry`, asked the model to answer again).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -209,7 +209,7 @@ fn join_texts(messages: &[DbMessage]) -> String {
 }
 
 /// JavaScript truthiness of a JSON value.
-fn truthy(value: &Value) -> bool {
+pub(crate) fn truthy(value: &Value) -> bool {
     match value {
         Value::Null => false,
         Value::Bool(b) => *b,

@@ -16,6 +16,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{Scored, ScorerRun};
+// JavaScript's `\s` and `trim` (not Rust's whitespace: U+FEFF in, U+0085 out).
+use crate::agent::processors::{is_js_space, js_trim};
 
 pub use completeness::CompletenessOptions;
 pub use content_similarity::ContentSimilarityOptions;
@@ -111,28 +113,4 @@ fn num(x: f64) -> Value {
     } else {
         Value::from(x)
     }
-}
-
-/// JavaScript's `\s` (ECMAScript WhiteSpace and LineTerminator), which is not Rust's
-/// whitespace: it has U+FEFF and lacks U+0085.
-fn is_js_space(c: char) -> bool {
-    matches!(
-        c,
-        '\u{9}'..='\u{d}'
-            | ' '
-            | '\u{a0}'
-            | '\u{1680}'
-            | '\u{2000}'..='\u{200a}'
-            | '\u{2028}'
-            | '\u{2029}'
-            | '\u{202f}'
-            | '\u{205f}'
-            | '\u{3000}'
-            | '\u{feff}'
-    )
-}
-
-/// JavaScript's `String.prototype.trim`.
-fn js_trim(text: &str) -> &str {
-    text.trim_matches(is_js_space)
 }

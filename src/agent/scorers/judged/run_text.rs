@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use super::js;
+use crate::agent::scorers::data::truthy;
 use crate::agent::scorers::{DbMessage, ScorerInput};
 
 /// A message as the JSON the reference walks.
@@ -191,69 +192,15 @@ pub(super) fn tool_result_context(output: &[DbMessage]) -> Vec<String> {
         .collect()
 }
 
-/// `mergeToolInvocations`: a message's tool calls from its parts and its legacy
-/// `toolInvocations`, the parts' version winning for a shared id and legacy-only calls kept
-/// in order before their next shared anchor.
-fn merged_invocations(message: &DbMessage) -> Vec<&Value> {
-    let from_parts: Vec<&Value> = message
-        .content
-        .parts
-        .iter()
-        .filter(|p| p.get("type").and_then(Value::as_str) == Some("tool-invocation"))
-        .filter_map(|p| p.get("toolInvocation"))
-        .filter(|v| truthy(v))
-        .collect();
-    let legacy: Vec<&Value> = message.content.tool_invocations.iter().flatten().collect();
-    let id = |v: &Value| v.get("toolCallId").cloned().unwrap_or(Value::Null);
-    let part_ids: Vec<Value> = from_parts.iter().map(|v| id(v)).filter(truthy).collect();
-    // A Map built from the legacy list: a repeated id keeps its last position.
-    let legacy_position = |call_id: &Value| legacy.iter().rposition(|v| &id(v) == call_id);
-    let in_parts = |v: &Value| part_ids.contains(&id(v));
-    let mut merged = Vec::new();
-    let mut next_legacy = 0;
-    for invocation in from_parts {
-        let call_id = id(invocation);
-        let shared = if truthy(&call_id) {
-            legacy_position(&call_id)
-        } else {
-            None
-        };
-        if let Some(shared) = shared.filter(|&s| s >= next_legacy) {
-            for previous in &legacy[next_legacy..shared] {
-                if truthy(previous) && !in_parts(previous) {
-                    merged.push(*previous);
-                }
-            }
-            next_legacy = shared + 1;
-        }
-        merged.push(invocation);
-    }
-    for invocation in legacy.iter().skip(next_legacy) {
-        if truthy(invocation) && !in_parts(invocation) {
-            merged.push(*invocation);
-        }
-    }
-    merged
-}
-
-/// JavaScript truthiness of a JSON value.
-fn truthy(value: &Value) -> bool {
-    match value {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|x| x != 0.0 && !x.is_nan()),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(_) | Value::Object(_) => true,
-    }
-}
-
 /// `extractToolCalls`: every tool call of the output that ran or was asked for (states
 /// `result`, `call`, `output-error`), as `{ actualTools, hasToolCalls, toolCallInfos }`.
 pub(super) fn tool_calls(output: &[DbMessage]) -> (Vec<String>, Vec<Value>) {
     let mut names = Vec::new();
     let mut infos = Vec::new();
     for (message_index, message) in output.iter().enumerate() {
-        for (invocation_index, invocation) in merged_invocations(message).into_iter().enumerate() {
+        for (invocation_index, invocation) in
+            message.merged_tool_invocations().into_iter().enumerate()
+        {
             let name = invocation
                 .get("toolName")
                 .and_then(Value::as_str)
