@@ -2,7 +2,7 @@
 //! ContinueWithHooks, and agents' webhooks served by a real HTTP server. The scripted model
 //! records every request, so each test checks what the model reads. One binary, a file per
 //! concern: `delegation.rs` (sub-agents), `loop_hooks.rs` (tool hooks, iterations, prepare_step, continuations),
-//! `scorers.rs` (completion checks), `faults.rs` (deadlines, policies, bad answers),
+//! `scorers.rs` (completion checks), `evaluations.rs` (run scorers and ListScores), `faults.rs` (deadlines, policies, bad answers),
 //! `webhooks.rs`.
 
 #[path = "../support/mod.rs"]
