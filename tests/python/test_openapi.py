@@ -19,9 +19,10 @@ def test_served_document_is_valid_and_describes_working_calls(server_address):
     document = fetch(f"{base}/openapi.json")
     validate(document)
     operations = {path: spec["post"] for path, spec in document["paths"].items()}
-    # 6 AgentService, 5 ApprovalService, 5 TaskService, 8 ThreadService and 2 Health methods.
-    assert len(operations) == 26, sorted(operations)
+    # 6 AgentService, 5 ApprovalService, 5 TaskService, 8 ThreadService, 1 ScoreService and 2 Health methods.
+    assert len(operations) == 27, sorted(operations)
     assert "/agentd.v1.ThreadService/ListMessages" in operations
+    assert "/agentd.v1.ScoreService/ListScores" in operations
 
     write = operations["/agentd.v1.TaskService/Write"]
     schema_ref = write["requestBody"]["content"]["application/json"]["schema"]["$ref"]
