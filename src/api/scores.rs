@@ -10,6 +10,7 @@ use tonic::{Request, Response, Status};
 use super::check_id;
 use super::error::Violations;
 use super::scope::{check_resource, identity};
+use super::threads::{page_size, required_id};
 use crate::agent::scorers::ScoreRecord;
 use crate::agent::scorers::record::{agent_list, run_list, thread_list};
 use crate::agent::scorers::scorer::RequestedScorer;
@@ -124,16 +125,16 @@ pub(crate) fn list_scores_request(
     let mut v = Violations::default();
     let list = match &r.target {
         Some(pb::list_scores_request::Target::RunId(run)) => {
-            required(&mut v, "run_id", run, limits);
+            required_id(&mut v, "run_id", run, limits);
             run_list(run)
         }
         Some(pb::list_scores_request::Target::AgentId(agent)) => {
-            required(&mut v, "agent_id", agent, limits);
+            required_id(&mut v, "agent_id", agent, limits);
             agent_list(agent)
         }
         Some(pb::list_scores_request::Target::Thread(t)) => {
-            required(&mut v, "thread.thread_id", &t.thread_id, limits);
-            required(&mut v, "thread.resource_id", &t.resource_id, limits);
+            required_id(&mut v, "thread.thread_id", &t.thread_id, limits);
+            required_id(&mut v, "thread.resource_id", &t.resource_id, limits);
             thread_list(&t.resource_id, &t.thread_id)
         }
         None => {
@@ -141,20 +142,7 @@ pub(crate) fn list_scores_request(
             String::new()
         }
     };
-    let size = match usize::try_from(r.page_size) {
-        Ok(0) => SCORE_PAGE.0,
-        Ok(n) if n <= SCORE_PAGE.1 => n,
-        _ => {
-            v.add(
-                "page_size",
-                format!(
-                    "must be between 0 (default {}) and {}",
-                    SCORE_PAGE.0, SCORE_PAGE.1
-                ),
-            );
-            SCORE_PAGE.0
-        }
-    };
+    let size = page_size(&mut v, "page_size", r.page_size, SCORE_PAGE);
     let from = match page_position(&list, &r.page_token) {
         Ok(from) => from,
         Err(why) => {
@@ -164,15 +152,6 @@ pub(crate) fn list_scores_request(
     };
     v.into_result()?;
     Ok(ListScores { list, size, from })
-}
-
-/// A required, well-formed id.
-fn required(v: &mut Violations, field: &str, value: &str, limits: &Limits) {
-    if value.is_empty() {
-        v.add(field, "is required");
-    } else {
-        check_id(v, field, value, limits);
-    }
 }
 
 /// The token of the page of `list` starting at `position`: the position and a tag of the

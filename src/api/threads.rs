@@ -69,7 +69,7 @@ impl ThreadApi {
 }
 
 /// A page size: 0 means the default; beyond the most is a violation.
-fn page_size(
+pub(crate) fn page_size(
     v: &mut Violations,
     field: &str,
     asked: i32,
@@ -98,7 +98,8 @@ fn key(v: &mut Violations, thread_id: &str, resource_id: &str, limits: &Limits) 
     }
 }
 
-fn required_id(v: &mut Violations, field: &str, value: &str, limits: &Limits) {
+/// A required, well-formed id.
+pub(crate) fn required_id(v: &mut Violations, field: &str, value: &str, limits: &Limits) {
     if value.is_empty() {
         v.add(field, "is required");
     } else {

@@ -167,7 +167,7 @@ fn main_verb(terms: &[Term], vb: &Phrase, m: &Model) -> Phrase {
         .iter()
         .any(|x| t.has(*x))
     };
-    let mut root = pieces(vb, |i| !skip(&terms[i])).last().cloned();
+    let mut root = phrases::pieces(vb, |i| !skip(&terms[i])).last().cloned();
     if let Some(r) = &root {
         // 'want to' (within the root) is a modal here.
         let want =
@@ -181,31 +181,11 @@ fn main_verb(terms: &[Term], vb: &Phrase, m: &Model) -> Phrase {
     }
     match root {
         Some(r) if !r.is_empty() => r,
-        _ => pieces(vb, |i| !terms[i].has(m.t.Negative))
+        _ => phrases::pieces(vb, |i| !terms[i].has(m.t.Negative))
             .into_iter()
             .next()
             .unwrap_or_else(|| vb.clone()),
     }
-}
-
-/// The contiguous runs of `vb` where `keep` holds.
-fn pieces(vb: &Phrase, keep: impl Fn(usize) -> bool) -> Vec<Phrase> {
-    let mut out = Vec::new();
-    let mut start = None;
-    for i in vb.clone() {
-        match (keep(i), start) {
-            (true, None) => start = Some(i),
-            (false, Some(s)) => {
-                out.push(s..i);
-                start = None;
-            }
-            _ => {}
-        }
-    }
-    if let Some(s) = start {
-        out.push(s..vb.end);
-    }
-    out
 }
 
 /// compromise's `grow('@hasContraction')` (`+` when greedy) `.contractions().expand()`, which

@@ -173,25 +173,28 @@ fn split_on(phrases: Vec<Phrase>, at: impl Fn(&Phrase, usize) -> bool) -> Vec<Ph
 fn remove(phrases: Vec<Phrase>, at: impl Fn(usize) -> bool) -> Vec<Phrase> {
     phrases
         .into_iter()
-        .flat_map(|p| {
-            let mut out = Vec::new();
-            let mut start = None;
-            for i in p.clone() {
-                match (at(i), start) {
-                    (false, None) => start = Some(i),
-                    (true, Some(s)) => {
-                        out.push(s..i);
-                        start = None;
-                    }
-                    _ => {}
-                }
-            }
-            if let Some(s) = start {
-                out.push(s..p.end);
-            }
-            out
-        })
+        .flat_map(|p| pieces(&p, |i| !at(i)))
         .collect()
+}
+
+/// The contiguous runs of `phrase` where `keep` holds.
+pub(super) fn pieces(phrase: &Phrase, keep: impl Fn(usize) -> bool) -> Vec<Phrase> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for i in phrase.clone() {
+        match (keep(i), start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                out.push(s..i);
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        out.push(s..phrase.end);
+    }
+    out
 }
 
 /// `clauses()`: the sentence split after a comma that does not join a list, a place, a date
