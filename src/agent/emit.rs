@@ -83,20 +83,34 @@ impl Emitter {
     }
 
     /// Emits the next event of the run.
-    pub async fn emit(&mut self, event: Event) {
+    ///
+    /// The chunk is built and logged before the returned future is first polled, which holds
+    /// only the boxed chunk while the client's channel is full: every run future that awaits
+    /// an emit (an idle stream's memory) reserves that much, not the event and chunk inline.
+    pub fn emit(&mut self, event: Event) -> impl Future<Output = ()> + Send + '_ {
+        let chunk = self.number(&event);
+        drop(event);
+        async move {
+            if let (Some(client), Some(chunk)) = (&self.client, chunk)
+                && client.send(Ok(chunk)).await.is_err()
+            {
+                self.client = None;
+                self.client_gone.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Numbers `event`, appends its chunk to the log and returns it for the client, if one
+    /// is attached.
+    fn number(&mut self, event: &Event) -> Option<Box<pb::Chunk>> {
         self.sequence += 1;
-        let chunk = wire::chunk(&self.run_id, self.sequence, &event);
+        let chunk = wire::chunk(&self.run_id, self.sequence, event);
         // A closed log writer only means the log stops growing; the run goes on.
         let _ = self.log.send(LogMessage::Chunk(
             self.sequence,
             Bytes::from(chunk.encode_to_vec()),
         ));
-        if let Some(client) = &self.client
-            && client.send(Ok(Box::new(chunk))).await.is_err()
-        {
-            self.client = None;
-            self.client_gone.store(true, Ordering::Relaxed);
-        }
+        self.client.as_ref().map(|_| Box::new(chunk))
     }
 
     /// Marks the run as ended for good (not suspended): its log will not grow again, so the

@@ -53,8 +53,9 @@ pub struct RunRecord {
     #[serde(default)]
     pub finish_reason: Option<FinishReason>,
     /// When suspended: the state to continue from.
+    /// (Boxed, as `request`: a running run's record stays small in memory.)
     #[serde(default)]
-    pub state: Option<RunState>,
+    pub state: Option<Box<RunState>>,
     /// When suspended: undecided calls expire at this Unix millisecond.
     #[serde(default)]
     pub expires_at_ms: Option<i64>,
@@ -69,7 +70,7 @@ pub struct RunRecord {
     /// While running from its start: the request, so a takeover before the first checkpoint
     /// can run it again (a checkpoint is `state`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request: Option<RunRequest>,
+    pub request: Option<Box<RunRequest>>,
     /// An Abort that reached the record while it was running: a replica taking it over ends
     /// it instead of continuing it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -117,7 +118,7 @@ impl RunRecord {
             trace: Some(trace),
             tenant: request.tenant.clone(),
             lease_until_ms: Some(now_ms.saturating_add(lease_ms)),
-            request: Some(request.clone()),
+            request: Some(Box::new(request.clone())),
             abort_reason: None,
         }
     }
@@ -145,7 +146,7 @@ impl RunRecord {
             Some(state) => {
                 self.status = RunStatus::Suspended;
                 self.expires_at_ms = Some(now_ms.saturating_add(approval_ttl_ms));
-                self.state = Some(state);
+                self.state = Some(Box::new(state));
             }
             None => {
                 self.status = RunStatus::Finished;
@@ -371,5 +372,13 @@ mod tests {
         assert_eq!(other.status, RunStatus::Finished);
         assert_eq!(other.last_sequence, 9);
         assert!(!other.awaits_decision(12));
+    }
+
+    #[test]
+    fn a_running_record_stays_small_in_memory() {
+        // Every running run holds its record (and its lease renewer a copy) for its whole
+        // life: the state and request are boxed so that 10,000 idle streams do not pin
+        // 4.5 KB each.
+        assert!(std::mem::size_of::<RunRecord>() <= 512);
     }
 }

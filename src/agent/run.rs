@@ -248,65 +248,79 @@ impl Runner {
     }
 
     /// Runs a new run from its first step.
-    pub async fn start(mut self, em: &mut Emitter) -> RunOutcome {
-        let memory = self.state.request.memory.as_ref();
-        em.emit(Event::Start {
-            agent_id: self.agent.config.id.clone(),
-            thread_id: memory.map(|m| m.thread_id.clone()).unwrap_or_default(),
-            resource_id: memory.map(|m| m.resource_id.clone()).unwrap_or_default(),
-            parent: self
-                .state
-                .request
-                .parent
-                .as_ref()
-                .map(|p| (p.run_id.clone(), p.tool_call_id.clone())),
-        })
-        .await;
-        if let Err(failure) = Box::pin(self.recall()).await {
-            return Box::pin(self.failed(em, failure)).await;
-        }
-        if let Some(why) = self.broken_processors.take() {
-            return Box::pin(self.failed(em, RunFailure::Processors(why))).await;
-        }
-        // Processors are off the path of a run without them: no future is even boxed.
-        if self.processors.is_some() {
-            match Box::pin(self.process_input()).await {
-                Ok(()) => {}
-                Err(Halt::Tripped(trip)) => return Box::pin(self.tripped(em, trip, false)).await,
-                Err(Halt::Failed(failure)) => {
-                    return Box::pin(self.failed_noting(em, failure)).await;
+    #[expect(clippy::manual_async_fn, reason = "an async fn holds the runner twice")]
+    pub fn start(mut self, em: &mut Emitter) -> impl Future<Output = RunOutcome> + Send + '_ {
+        // An async block, not an async fn, which would hold the runner twice (its argument
+        // and its local) in a future the run's task keeps for the run's whole life.
+        async move {
+            let memory = self.state.request.memory.as_ref();
+            em.emit(Event::Start {
+                agent_id: self.agent.config.id.clone(),
+                thread_id: memory.map(|m| m.thread_id.clone()).unwrap_or_default(),
+                resource_id: memory.map(|m| m.resource_id.clone()).unwrap_or_default(),
+                parent: self
+                    .state
+                    .request
+                    .parent
+                    .as_ref()
+                    .map(|p| (p.run_id.clone(), p.tool_call_id.clone())),
+            })
+            .await;
+            if let Err(failure) = Box::pin(self.recall()).await {
+                return Box::pin(self.failed(em, failure)).await;
+            }
+            if let Some(why) = self.broken_processors.take() {
+                return Box::pin(self.failed(em, RunFailure::Processors(why))).await;
+            }
+            // Processors are off the path of a run without them: no future is even boxed.
+            if self.processors.is_some() {
+                match Box::pin(self.process_input()).await {
+                    Ok(()) => {}
+                    Err(Halt::Tripped(trip)) => {
+                        return Box::pin(self.tripped(em, trip, false)).await;
+                    }
+                    Err(Halt::Failed(failure)) => {
+                        return Box::pin(self.failed_noting(em, failure)).await;
+                    }
                 }
             }
+            self.drive(em).await
         }
-        self.drive(em).await
     }
 
     /// Continues a suspended run whose pending calls are all decided.
-    pub async fn resume(mut self, em: &mut Emitter) -> RunOutcome {
+    pub fn resume(mut self, em: &mut Emitter) -> impl Future<Output = RunOutcome> + Send + '_ {
         self.state.resumed = true;
-        self.continue_open(em).await
+        self.continue_open(em)
     }
 
     /// Continues a run from its open step (its calls run), or from its next step: a decided
     /// run, or a taken-over one at its checkpoint.
-    pub async fn continue_open(mut self, em: &mut Emitter) -> RunOutcome {
-        if let Some(why) = self.broken_processors.take() {
-            return self.failed(em, RunFailure::Processors(why)).await;
-        }
-        let Some(open) = self.state.open_step.take() else {
-            return self.drive(em).await;
-        };
-        let phase = self.settle(em, open).await;
-        if let Some(failed) = self.after_tool_hooks(em).await {
-            return failed;
-        }
-        match phase {
-            ToolPhase::Done(step) => match self.finish_step(em, step).await {
-                Some(outcome) => outcome,
-                None => self.drive(em).await,
-            },
-            ToolPhase::Suspend(open) => self.suspend(em, open).await,
-            ToolPhase::Aborted => self.aborted(em).await,
+    #[expect(clippy::manual_async_fn, reason = "as start")]
+    pub fn continue_open(
+        mut self,
+        em: &mut Emitter,
+    ) -> impl Future<Output = RunOutcome> + Send + '_ {
+        // As `start`, and all but the loop boxed, as in `drive`.
+        async move {
+            if let Some(why) = self.broken_processors.take() {
+                return Box::pin(self.failed(em, RunFailure::Processors(why))).await;
+            }
+            let Some(open) = self.state.open_step.take() else {
+                return self.drive(em).await;
+            };
+            let phase = Box::pin(self.settle(em, open)).await;
+            if let Some(failed) = Box::pin(self.after_tool_hooks(em)).await {
+                return failed;
+            }
+            match phase {
+                ToolPhase::Done(step) => match Box::pin(self.finish_step(em, step)).await {
+                    Some(outcome) => outcome,
+                    None => self.drive(em).await,
+                },
+                ToolPhase::Suspend(open) => Box::pin(self.suspend(em, open)).await,
+                ToolPhase::Aborted => Box::pin(self.aborted(em)).await,
+            }
         }
     }
 

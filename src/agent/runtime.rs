@@ -98,6 +98,24 @@ struct Launch {
     hooks: Option<Arc<ClientHooks>>,
 }
 
+/// A launch made ready to run: what its task keeps across awaits.
+struct Prepared {
+    runner: Runner,
+    entry: Entry,
+    em: Emitter,
+    flush: super::emit::LogFlush,
+    handle: Arc<lease::RecordHandle>,
+    renewer: tokio::task::JoinHandle<()>,
+    stop_renewing: CancellationToken,
+    trace: TraceIds,
+    /// A sub-agent's continued run: where it hands its end.
+    parent: Option<super::request::ParentLink>,
+    permit: OwnedSemaphorePermit,
+    started: std::time::Instant,
+    run_id: String,
+    agent_id: String,
+}
+
 /// Where a launch enters the step loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Entry {
@@ -327,13 +345,14 @@ impl Runtime {
         .boxed()
     }
 
-    async fn execute(
-        self: Arc<Self>,
+    /// Everything a run's task needs before its first await, built from its launch.
+    fn prepare(
+        self: &Arc<Self>,
         launch: Box<Launch>,
         client: Option<ClientSender>,
         cancel: CancellationToken,
         reason: Arc<Mutex<Option<String>>>,
-    ) {
+    ) -> Prepared {
         let Launch {
             agent,
             mut state,
@@ -348,7 +367,7 @@ impl Runtime {
         } = *launch;
         let started = std::time::Instant::now();
         let run_id = record.run_id.clone();
-        let (mut em, flush) = Emitter::new(
+        let (em, flush) = Emitter::new(
             self.deps.store.clone(),
             run_id.clone(),
             record.last_sequence,
@@ -420,6 +439,47 @@ impl Runtime {
         } else {
             runner
         };
+        Prepared {
+            runner,
+            entry,
+            em,
+            flush,
+            handle,
+            renewer,
+            stop_renewing,
+            trace,
+            parent,
+            permit,
+            started,
+            run_id,
+            agent_id,
+        }
+    }
+
+    async fn execute(
+        self: Arc<Self>,
+        launch: Box<Launch>,
+        client: Option<ClientSender>,
+        cancel: CancellationToken,
+        reason: Arc<Mutex<Option<String>>>,
+    ) {
+        // Set up outside the future: only what crosses an await below is kept for the run's
+        // whole life (an idle stream's memory), and the launch's box is freed at once.
+        let Prepared {
+            runner,
+            entry,
+            mut em,
+            flush,
+            handle,
+            renewer,
+            stop_renewing,
+            trace,
+            parent,
+            permit,
+            started,
+            run_id,
+            agent_id,
+        } = self.prepare(launch, client, cancel, reason);
         // Boxed, as the tail below: a run's task holds only what the step it waits in needs
         // (an idle stream's memory is mostly this future).
         let outcome = match entry {

@@ -265,16 +265,19 @@ impl Runner {
                 Some(Err(e)) => return Err(model_failed(e)),
                 Some(Ok(event)) => event,
             };
-            // Text an output processor holds back goes out before anything else the model sends.
-            if !matches!(
-                event,
-                ModelEvent::TextDelta(_)
-                    | ModelEvent::ResponseMetadata { .. }
-                    | ModelEvent::Finish { .. }
-                    | ModelEvent::Warning(_)
-                    | ModelEvent::Raw(_)
-            ) {
-                self.flush_guard(em, blocks, &mut step).await?;
+            // Text an output processor holds back goes out before anything else the model sends
+            // (boxed: only runs with output processors pay for it).
+            if self.stream_guard.is_some()
+                && !matches!(
+                    event,
+                    ModelEvent::TextDelta(_)
+                        | ModelEvent::ResponseMetadata { .. }
+                        | ModelEvent::Finish { .. }
+                        | ModelEvent::Warning(_)
+                        | ModelEvent::Raw(_)
+                )
+            {
+                Box::pin(self.flush_guard(em, blocks, &mut step)).await?;
             }
             match event {
                 ModelEvent::ResponseMetadata {
@@ -298,8 +301,11 @@ impl Runner {
                                 agents: &self.agents,
                                 cancel: &self.cancel,
                             };
-                            let out = guard.delta(text, &ctx).await.map_err(StepFail::Tripped)?;
-                            emit_guarded(em, blocks, &mut step, out).await;
+                            // Boxed, as `flush_guard`.
+                            let out = Box::pin(guard.delta(text, &ctx))
+                                .await
+                                .map_err(StepFail::Tripped)?;
+                            Box::pin(emit_guarded(em, blocks, &mut step, out)).await;
                         }
                     }
                     if streams_object
@@ -380,7 +386,9 @@ impl Runner {
                 "the stream ended before the model finished".into(),
             )));
         }
-        self.flush_guard(em, blocks, &mut step).await?;
+        if self.stream_guard.is_some() {
+            Box::pin(self.flush_guard(em, blocks, &mut step)).await?;
+        }
         if step.response.model.is_empty() {
             step.response.model.clone_from(&self.agent.model);
         }

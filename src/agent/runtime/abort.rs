@@ -129,8 +129,9 @@ impl Runtime {
             // Decided or aborted meanwhile: whatever happened, it is no longer suspended here.
             Cas::Conflict(_) => return Ok(false),
         }
-        self.index_pending_as(&record, state.as_ref(), false).await;
-        let result = RunResult::of_stored(&record.run_id, state.as_ref(), RunEnd::Aborted);
+        self.index_pending_as(&record, state.as_deref(), false)
+            .await;
+        let result = RunResult::of_stored(&record.run_id, state.as_deref(), RunEnd::Aborted);
         let events = vec![
             Event::Abort(why.to_owned()),
             Event::Finish(Box::new(result)),

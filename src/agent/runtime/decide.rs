@@ -114,7 +114,7 @@ impl Runtime {
             let trace = telemetry::run_trace_ids(&span, parent.as_ref());
             return Ok(self.spawn(Launch {
                 agent,
-                state,
+                state: *state,
                 tasks,
                 record,
                 version,
@@ -135,7 +135,7 @@ impl Runtime {
         first_sequence: u64,
     ) -> Result<ChunkStream, RunError> {
         let run_id = record.run_id.as_str();
-        let result = RunResult::of_stored(run_id, record.state.as_ref(), RunEnd::Suspended);
+        let result = RunResult::of_stored(run_id, record.state.as_deref(), RunEnd::Suspended);
         self.append_to_log(
             run_id,
             first_sequence,
@@ -230,7 +230,7 @@ impl Runtime {
                 continue;
             };
             let record = decode_record(&doc)?;
-            let (threads, resources) = listed_under(&record, record.state.as_ref());
+            let (threads, resources) = listed_under(&record, record.state.as_deref());
             let matches = record.awaits_decision(now)
                 && thread_id.is_none_or(|t| threads.contains(&t))
                 && resource_id.is_none_or(|r| resources.contains(&r));
@@ -245,7 +245,7 @@ impl Runtime {
     /// Adds a suspended run to (or removes it from) its thread's and resource's pending index
     /// (a sub-agent's run also to its top supervisor's, where its tree's decisions are listed).
     pub(super) async fn index_pending(&self, record: &RunRecord, present: bool) {
-        self.index_pending_as(record, record.state.as_ref(), present)
+        self.index_pending_as(record, record.state.as_deref(), present)
             .await;
     }
 

@@ -261,10 +261,10 @@ impl Runtime {
                 .continuation_inputs(&record)
                 .await
                 .map_err(|e| e.to_string())?;
-            (state, tasks, Entry::Checkpoint)
+            (*state, tasks, Entry::Checkpoint)
         } else if let Some(request) = record.request.clone() {
             let (state, tasks) = self
-                .fresh_state(&agent, request)
+                .fresh_state(&agent, *request)
                 .await
                 .map_err(|e| e.to_string())?;
             (state, tasks, Entry::Start)
@@ -293,7 +293,7 @@ impl Runtime {
     async fn end_taken_over(&self, record: RunRecord, version: u64, end: RunEnd, why: Event) {
         let run_id = record.run_id.clone();
         let after = record.last_sequence;
-        let mut result = RunResult::of_stored(&run_id, record.state.as_ref(), end);
+        let mut result = RunResult::of_stored(&run_id, record.state.as_deref(), end);
         if let Event::Error(failure) = &why {
             result.error = Some(failure.clone());
         }
@@ -340,7 +340,7 @@ impl Checkpoint for RecordCheckpoint {
         let written = self
             .runtime
             .write_own(&self.handle, |r| {
-                r.state = Some(state.clone());
+                r.state = Some(Box::new(state.clone()));
                 r.last_sequence = sequence;
                 r.lease_until_ms = Some(now.saturating_add(lease));
                 r.updated_at_ms = now;
