@@ -2,13 +2,13 @@
 //! list atomically. Shared by `TaskService` and the agent's task tools, so both doors behave the
 //! same.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
-use crate::store::{Cas, Store, StoreError, StoreResult, ThreadKey, Versioned};
+use crate::store::{Cas, DocEdit, Store, StoreError, StoreResult, ThreadKey, Versioned};
 use crate::tasks::{self, Task};
 
 /// Document kind under which a thread's task list is stored.
@@ -63,9 +63,9 @@ impl TaskLists {
     }
 
     /// Applies `op` to the stored list atomically: the outcome is computed from the current
-    /// list and written with compare-and-set; on a concurrent change it is recomputed from the
-    /// newer list, so no update is lost. `known` skips the first read when the caller already
-    /// holds a recent copy (the agent loop does).
+    /// list and written in the same store step, or with compare-and-set and recomputed from the
+    /// newer list on a concurrent change, so no update is lost. `known` skips the first read
+    /// when the caller already holds a recent copy (the agent loop does).
     pub async fn apply<F>(
         &self,
         key: &ThreadKey,
@@ -73,12 +73,56 @@ impl TaskLists {
         op: F,
     ) -> StoreResult<(tasks::Outcome, TaskList)>
     where
+        F: Fn(&[Task]) -> tasks::Outcome + Send + 'static,
+    {
+        match known {
+            Some(list) => self.apply_from(key, list, op).await,
+            None => self.edit(key, op).await,
+        }
+    }
+
+    /// Runs `op` inside the store's write step on whatever list is stored.
+    async fn edit<F>(&self, key: &ThreadKey, op: F) -> StoreResult<(tasks::Outcome, TaskList)>
+    where
+        F: Fn(&[Task]) -> tasks::Outcome + Send + 'static,
+    {
+        // The outcome of the edit's last run (a store may run it more than once).
+        let last = Arc::new(Mutex::new(None));
+        let slot = Arc::clone(&last);
+        let edit: DocEdit = Box::new(move |doc| {
+            let outcome = op(&TaskList::decode(doc)?.tasks);
+            let value = if outcome.store {
+                Some(TaskList::encode(&outcome.tasks)?)
+            } else {
+                None
+            };
+            *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
+            Ok(value)
+        });
+        let version = self.store.update_doc(key, TASKS_DOC, edit).await?;
+        let outcome = last
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .ok_or_else(|| StoreError::Unavailable("the task list edit did not run".into()))?;
+        // `tasks` is the list after the operation, stored or not.
+        let list = TaskList {
+            version,
+            tasks: outcome.tasks.clone(),
+        };
+        Ok((outcome, list))
+    }
+
+    /// Compare-and-set from a list the caller holds, recomputed on a concurrent change.
+    async fn apply_from<F>(
+        &self,
+        key: &ThreadKey,
+        mut current: TaskList,
+        op: F,
+    ) -> StoreResult<(tasks::Outcome, TaskList)>
+    where
         F: Fn(&[Task]) -> tasks::Outcome,
     {
-        let mut current = match known {
-            Some(list) => list,
-            None => self.load(key).await?,
-        };
         loop {
             let outcome = op(&current.tasks);
             if !outcome.store {

@@ -113,6 +113,9 @@ mod threads;
 #[path = "store_suite/leases.rs"]
 mod leases;
 
+#[path = "store_suite/docs.rs"]
+mod docs;
+
 suite!(
     ping_answers,
     ownership_is_enforced_on_every_thread_method,

@@ -280,7 +280,7 @@ impl pb::task_service_server::TaskService for TaskApi {
         };
         let (outcome, _) = self
             .lists
-            .apply(&key, None, |prev| tasks::write(prev, &input))
+            .apply(&key, None, move |prev| tasks::write(prev, &input))
             .await?;
         Ok(Response::new(result_to_pb(outcome)))
     }
@@ -298,7 +298,7 @@ impl pb::task_service_server::TaskService for TaskApi {
         };
         let (outcome, _) = self
             .lists
-            .apply(&key, None, |prev| tasks::update(prev, &input))
+            .apply(&key, None, move |prev| tasks::update(prev, &input))
             .await?;
         Ok(Response::new(result_to_pb(outcome)))
     }
@@ -316,7 +316,7 @@ impl pb::task_service_server::TaskService for TaskApi {
         };
         let (outcome, _) = self
             .lists
-            .apply(&key, None, |prev| tasks::complete(prev, &input))
+            .apply(&key, None, move |prev| tasks::complete(prev, &input))
             .await?;
         Ok(Response::new(result_to_pb(outcome)))
     }

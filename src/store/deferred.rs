@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::{
-    Cas, LogEntry, LogLimits, MessageQuery, Store, StoreError, StoreResult, StoredMessage,
+    Cas, DocEdit, LogEntry, LogLimits, MessageQuery, Store, StoreError, StoreResult, StoredMessage,
     ThreadCursor, ThreadInfo, ThreadKey, ThreadOrder, ThreadView, VectorBatch, VectorEntry,
     Versioned,
 };
@@ -117,6 +117,10 @@ impl Store for Deferred {
         value: Bytes,
     ) -> StoreResult<Cas> {
         self.store()?.cas_doc(key, kind, expected, value).await
+    }
+
+    async fn update_doc(&self, key: &ThreadKey, kind: &str, edit: DocEdit) -> StoreResult<u64> {
+        self.store()?.update_doc(key, kind, edit).await
     }
 
     async fn watch_doc(

@@ -43,17 +43,19 @@ use redb::{
 use tokio::sync::oneshot;
 
 use super::{
-    Cas, LogEntry, LogLimits, MessageQuery, Store, StoreError, StoreResult, StoredMessage,
+    Cas, DocEdit, LogEntry, LogLimits, MessageQuery, Store, StoreError, StoreResult, StoredMessage,
     ThreadCursor, ThreadInfo, ThreadKey, ThreadOrder, ThreadView, VectorBatch, VectorEntry,
     Versioned,
 };
 use notify::{Hub, Subscription, control_stream, follow_stream, watch_stream};
 use writer::{Ctx, Msg, Note};
 
+use docs::{Doc, read_doc};
 use log::{append_log, read_log};
 use runs::{delete_run, read_expiry, read_run, reschedule, sweep_expired};
 use threads::{owned_thread, save_thread};
 
+mod docs;
 mod log;
 mod notify;
 mod runs;
@@ -329,28 +331,15 @@ impl Store for EmbeddedStore {
         value: Bytes,
     ) -> StoreResult<Cas> {
         let (key, kind) = (key.clone(), kind.to_string());
-        self.write(move |tx, ctx| {
-            let mut threads = tx.open_table(THREADS)?;
-            let thread = owned_thread(&threads, &key)?;
-            let mut docs = tx.open_table(DOCS)?;
-            let current = read_doc(&docs, &key.thread_id, &kind)?;
-            if current.as_ref().map_or(0, |doc| doc.version) != expected {
-                return Ok(Cas::Conflict(current.map(Doc::versioned)));
-            }
-            let version = next_version(expected)?;
-            let created = current.map_or(ctx.now_ms, |doc| doc.created_ms);
-            docs.insert(
-                (key.thread_id.as_str(), kind.as_str()),
-                (version, created, ctx.now_ms, value.as_ref()),
-            )?;
-            save_thread(tx, &mut threads, &key, thread, ctx.now_ms, None, 0)?;
-            let topic = (key.thread_id.clone(), kind.clone(), key.resource_id.clone());
-            let value = value.clone();
-            ctx.notes
-                .push(Note::Doc(topic, Versioned { version, value }));
-            Ok(Cas::Written(version))
-        })
-        .await
+        self.write(move |tx, ctx| docs::cas_thread_doc(tx, ctx, &key, &kind, expected, &value))
+            .await
+    }
+
+    /// Runs `edit` inside the write transaction: no separate read, no retry.
+    async fn update_doc(&self, key: &ThreadKey, kind: &str, mut edit: DocEdit) -> StoreResult<u64> {
+        let (key, kind) = (key.clone(), kind.to_string());
+        self.write(move |tx, ctx| docs::update_thread_doc(tx, ctx, &key, &kind, &mut edit))
+            .await
     }
 
     async fn watch_doc(
@@ -691,37 +680,6 @@ impl Store for EmbeddedStore {
 
 // ---------------------------------------------------------------------------------------------
 // Records
-
-/// A decoded document row.
-struct Doc {
-    version: u64,
-    created_ms: u64,
-    value: Bytes,
-}
-
-impl Doc {
-    fn versioned(self) -> Versioned {
-        Versioned {
-            version: self.version,
-            value: self.value,
-        }
-    }
-}
-
-fn read_doc(
-    table: &impl ReadableTable<DocKey, DocRow>,
-    thread_id: &str,
-    kind: &str,
-) -> StoreResult<Option<Doc>> {
-    Ok(table.get((thread_id, kind))?.map(|guard| {
-        let (version, created_ms, _updated_ms, value) = guard.value();
-        Doc {
-            version,
-            created_ms,
-            value: Bytes::copy_from_slice(value),
-        }
-    }))
-}
 
 /// Creates every table, so that read transactions never meet a missing one.
 fn create_tables(db: &Database) -> StoreResult<()> {

@@ -43,6 +43,9 @@ pub enum Cas {
     Conflict(Option<Versioned>),
 }
 
+/// Computes a document's new value from its current one for [`Store::update_doc`].
+pub type DocEdit = Box<dyn FnMut(Option<&Versioned>) -> StoreResult<Option<Bytes>> + Send>;
+
 /// What a run needs from its thread before the first step, read in one round trip.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ThreadView {
@@ -190,6 +193,27 @@ pub trait Store: Send + Sync + 'static {
         expected: u64,
         value: Bytes,
     ) -> StoreResult<Cas>;
+
+    /// Rewrites a document from its current value in one atomic step: `edit` sees the stored
+    /// value (`None` when absent) and returns the new one, or `None` to leave it as is. Returns
+    /// the document's version afterwards (0 = absent). Same ownership, thread creation and
+    /// notifications as [`Store::cas_doc`]; `edit` may run more than once.
+    ///
+    /// The default reads, then writes with compare-and-set, retrying on a concurrent change; a
+    /// store that can run `edit` inside its own write step overrides it to save the read.
+    async fn update_doc(&self, key: &ThreadKey, kind: &str, mut edit: DocEdit) -> StoreResult<u64> {
+        let mut current = self.get_doc(key, kind).await?;
+        loop {
+            let expected = current.as_ref().map_or(0, |doc| doc.version);
+            let Some(value) = edit(current.as_ref())? else {
+                return Ok(expected);
+            };
+            match self.cas_doc(key, kind, expected, value).await? {
+                Cas::Written(version) => return Ok(version),
+                Cas::Conflict(now) => current = now,
+            }
+        }
+    }
 
     /// Streams every new value of a document written after the call (any replica).
     async fn watch_doc(

@@ -1,0 +1,138 @@
+//! Thread documents edited in one store step (`update_doc`), on both stores: what the edit sees,
+//! versions, ownership, watchers, and concurrent edits from two replicas losing nothing.
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+
+use agentd::store::{DocEdit, StoreError};
+
+use super::{Fixture, assert_quiet, assert_wrong_owner, b, key, next, v};
+
+suite!(
+    update_doc_edits_what_is_stored,
+    update_doc_checks_ownership_and_notifies,
+    concurrent_update_docs_lose_nothing,
+);
+
+/// What an edit saw at each run: the stored version and value, or nothing.
+type Seen = Arc<Mutex<Vec<Option<(u64, Bytes)>>>>;
+
+/// An edit that appends `suffix` to the stored text and records what it saw.
+fn append(suffix: &'static str, seen: Seen) -> DocEdit {
+    Box::new(move |doc| {
+        seen.lock()
+            .unwrap()
+            .push(doc.map(|d| (d.version, d.value.clone())));
+        let mut text = doc.map(|d| d.value.to_vec()).unwrap_or_default();
+        text.extend_from_slice(suffix.as_bytes());
+        Ok(Some(Bytes::from(text)))
+    })
+}
+
+async fn update_doc_edits_what_is_stored(f: Fixture) {
+    let s = &f.store;
+    let k = key("t1", "alice");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    // Absent: the edit sees nothing, the thread is created for the caller.
+    assert_eq!(
+        s.update_doc(&k, "d", append("a", seen.clone()))
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(s.load_thread(&k, 0, &[]).await.unwrap().exists);
+    assert_eq!(
+        f.peer
+            .update_doc(&k, "d", append("b", seen.clone()))
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(s.get_doc(&k, "d").await.unwrap(), Some(v(2, "ab")));
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.first(), Some(&None));
+    assert_eq!(seen.last(), Some(&Some((1, b("a")))));
+    // An edit that declines writes nothing and reports the stored version.
+    let keep: DocEdit = Box::new(|_| Ok(None));
+    assert_eq!(s.update_doc(&k, "d", keep).await.unwrap(), 2);
+    assert_eq!(s.get_doc(&k, "d").await.unwrap(), Some(v(2, "ab")));
+    let nothing: DocEdit = Box::new(|_| Ok(None));
+    assert_eq!(
+        s.update_doc(&key("t2", "alice"), "d", nothing)
+            .await
+            .unwrap(),
+        0
+    );
+    assert!(
+        !s.load_thread(&key("t2", "alice"), 0, &[])
+            .await
+            .unwrap()
+            .exists
+    );
+    // The edit's own error reaches the caller and nothing is written.
+    let refuse: DocEdit = Box::new(|_| Err(StoreError::Corrupt("bad list".into())));
+    match s.update_doc(&k, "d", refuse).await {
+        Err(StoreError::Corrupt(message)) => assert_eq!(message, "bad list"),
+        other => panic!("expected the edit's error, got {other:?}"),
+    }
+    assert_eq!(s.get_doc(&k, "d").await.unwrap(), Some(v(2, "ab")));
+}
+
+async fn update_doc_checks_ownership_and_notifies(f: Fixture) {
+    let s = &f.store;
+    let k = key("t1", "alice");
+    s.update_doc(&k, "tasks", append("x", Arc::default()))
+        .await
+        .unwrap();
+    let mut watch = s.watch_doc(&k, "tasks").await.unwrap();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    assert_wrong_owner(
+        f.peer
+            .update_doc(&key("t1", "bob"), "tasks", append("y", ran.clone()))
+            .await,
+    );
+    assert!(
+        ran.lock().unwrap().is_empty(),
+        "the edit ran for another owner"
+    );
+    f.peer
+        .update_doc(&k, "tasks", append("z", Arc::default()))
+        .await
+        .unwrap();
+    assert_eq!(next(&mut watch).await, v(2, "xz"));
+    assert_quiet(&mut watch).await;
+    assert_eq!(s.get_doc(&k, "tasks").await.unwrap(), Some(v(2, "xz")));
+}
+
+async fn concurrent_update_docs_lose_nothing(f: Fixture) {
+    const WRITERS: usize = 64;
+    let k = key("busy", "r");
+    let mut tasks = Vec::new();
+    for i in 0..WRITERS {
+        // Alternate between the two clients (two replicas on Redis).
+        let store = if i % 2 == 0 { &f.store } else { &f.peer }.clone();
+        let k = k.clone();
+        tasks.push(tokio::spawn(async move {
+            let edit: DocEdit = Box::new(move |doc| {
+                let mut items: Vec<usize> = match doc {
+                    Some(doc) => serde_json::from_slice(&doc.value).unwrap(),
+                    None => Vec::new(),
+                };
+                items.push(i);
+                Ok(Some(Bytes::from(serde_json::to_vec(&items).unwrap())))
+            });
+            store.update_doc(&k, "list", edit).await.unwrap()
+        }));
+    }
+    let mut versions = Vec::new();
+    for task in tasks {
+        versions.push(task.await.unwrap());
+    }
+    versions.sort_unstable();
+    assert_eq!(versions, (1..=WRITERS as u64).collect::<Vec<_>>());
+    let doc = f.store.get_doc(&k, "list").await.unwrap().unwrap();
+    let mut items: Vec<usize> = serde_json::from_slice(&doc.value).unwrap();
+    items.sort_unstable();
+    assert_eq!(items, (0..WRITERS).collect::<Vec<_>>());
+}
