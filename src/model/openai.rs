@@ -302,7 +302,7 @@ impl ModelProvider for OpenAiProvider {
         let max_retries = request.settings.max_retries.unwrap_or(self.max_retries);
         let (body, warnings) = self.request_body(&request);
         tracing::debug!(provider = %self.name, model = %request.model, "model request");
-        let response = self
+        let mut response = self
             .send_with_retries(&self.endpoint, Bytes::from(body), max_retries, &cancel)
             .await?;
 
@@ -312,6 +312,9 @@ impl ModelProvider for OpenAiProvider {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|ct| ct.trim_start().starts_with("application/json"));
+        // Header values point into the connection's first read buffer (8 KiB on HTTP/1), which
+        // the body is not read into: dropping them frees it while the answer streams.
+        *response.headers_mut() = HeaderMap::new();
 
         // The body is read by its own task so that cancellation drops the connection at once,
         // even while the consumer is busy elsewhere and not polling the stream.
