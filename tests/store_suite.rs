@@ -280,41 +280,57 @@ async fn cas_semantics(f: Fixture) {
 }
 
 async fn concurrent_cas_retry_loops_lose_nothing(f: Fixture) {
-    const WRITERS: usize = 64;
-    let k = key("busy", "r");
-    let mut tasks = Vec::new();
-    for i in 0..WRITERS {
-        // Alternate between the two clients (two replicas on Redis).
-        let store = if i % 2 == 0 { &f.store } else { &f.peer }.clone();
-        let k = k.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut current = store.get_doc(&k, "list").await.unwrap();
-            let mut attempts = 0;
-            loop {
-                attempts += 1;
-                let (expected, mut items) = match &current {
-                    Some(doc) => (doc.version, serde_json::from_slice(&doc.value).unwrap()),
-                    None => (0, Vec::<serde_json::Value>::new()),
-                };
-                items.push(serde_json::json!(i));
-                let value = Bytes::from(serde_json::to_vec(&items).unwrap());
-                match store.cas_doc(&k, "list", expected, value).await.unwrap() {
-                    Cas::Written(_) => return attempts,
-                    Cas::Conflict(latest) => current = latest,
-                }
+    let attempts = each_writer_adds_itself(&f, |store, k, i| async move {
+        let mut current = store.get_doc(&k, "list").await.unwrap();
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let (expected, mut items) = match &current {
+                Some(doc) => (doc.version, serde_json::from_slice(&doc.value).unwrap()),
+                None => (0, Vec::<serde_json::Value>::new()),
+            };
+            items.push(serde_json::json!(i));
+            let value = Bytes::from(serde_json::to_vec(&items).unwrap());
+            match store.cas_doc(&k, "list", expected, value).await.unwrap() {
+                Cas::Written(_) => return attempts,
+                Cas::Conflict(latest) => current = latest,
             }
-        }));
-    }
-    let mut retries = 0;
+        }
+    })
+    .await;
+    let retries: usize = attempts.iter().map(|a| a - 1).sum();
+    eprintln!("{WRITERS} writers needed {retries} retries");
+}
+
+/// Concurrent writers in [`each_writer_adds_itself`].
+const WRITERS: usize = 64;
+
+/// Runs [`WRITERS`] writers at once, alternating between the two clients (two replicas on
+/// Redis), each adding its number to the JSON list in document "list" of one thread; checks
+/// that the list holds every number once, at version [`WRITERS`]. Returns the writers' results.
+async fn each_writer_adds_itself<T, F, Fut>(f: &Fixture, writer: F) -> Vec<T>
+where
+    T: Send + 'static,
+    F: Fn(Arc<dyn Store>, ThreadKey, usize) -> Fut,
+    Fut: Future<Output = T> + Send + 'static,
+{
+    let k = key("busy", "r");
+    let tasks: Vec<_> = (0..WRITERS)
+        .map(|i| {
+            let store = if i % 2 == 0 { &f.store } else { &f.peer };
+            tokio::spawn(writer(store.clone(), k.clone(), i))
+        })
+        .collect();
+    let mut results = Vec::new();
     for task in tasks {
-        retries += task.await.unwrap() - 1;
+        results.push(task.await.unwrap());
     }
     let doc = f.store.get_doc(&k, "list").await.unwrap().unwrap();
     let mut items: Vec<usize> = serde_json::from_slice(&doc.value).unwrap();
     items.sort_unstable();
     assert_eq!(items, (0..WRITERS).collect::<Vec<_>>());
     assert_eq!(doc.version, WRITERS as u64);
-    eprintln!("{WRITERS} writers needed {retries} retries");
+    results
 }
 
 async fn messages_and_load_thread(f: Fixture) {

@@ -7,7 +7,9 @@ use bytes::Bytes;
 
 use agentd::store::{DocEdit, StoreError};
 
-use super::{Fixture, assert_quiet, assert_wrong_owner, b, key, next, v};
+use super::{
+    Fixture, WRITERS, assert_quiet, assert_wrong_owner, b, each_writer_adds_itself, key, next, v,
+};
 
 suite!(
     update_doc_edits_what_is_stored,
@@ -106,33 +108,19 @@ async fn update_doc_checks_ownership_and_notifies(f: Fixture) {
 }
 
 async fn concurrent_update_docs_lose_nothing(f: Fixture) {
-    const WRITERS: usize = 64;
-    let k = key("busy", "r");
-    let mut tasks = Vec::new();
-    for i in 0..WRITERS {
-        // Alternate between the two clients (two replicas on Redis).
-        let store = if i % 2 == 0 { &f.store } else { &f.peer }.clone();
-        let k = k.clone();
-        tasks.push(tokio::spawn(async move {
-            let edit: DocEdit = Box::new(move |doc| {
-                let mut items: Vec<usize> = match doc {
-                    Some(doc) => serde_json::from_slice(&doc.value).unwrap(),
-                    None => Vec::new(),
-                };
-                items.push(i);
-                Ok(Some(Bytes::from(serde_json::to_vec(&items).unwrap())))
-            });
-            store.update_doc(&k, "list", edit).await.unwrap()
-        }));
-    }
-    let mut versions = Vec::new();
-    for task in tasks {
-        versions.push(task.await.unwrap());
-    }
+    let mut versions = each_writer_adds_itself(&f, |store, k, i| async move {
+        let edit: DocEdit = Box::new(move |doc| {
+            let mut items: Vec<usize> = match doc {
+                Some(doc) => serde_json::from_slice(&doc.value).unwrap(),
+                None => Vec::new(),
+            };
+            items.push(i);
+            Ok(Some(Bytes::from(serde_json::to_vec(&items).unwrap())))
+        });
+        store.update_doc(&k, "list", edit).await.unwrap()
+    })
+    .await;
+    // Every edit saw the one before it.
     versions.sort_unstable();
     assert_eq!(versions, (1..=WRITERS as u64).collect::<Vec<_>>());
-    let doc = f.store.get_doc(&k, "list").await.unwrap().unwrap();
-    let mut items: Vec<usize> = serde_json::from_slice(&doc.value).unwrap();
-    items.sort_unstable();
-    assert_eq!(items, (0..WRITERS).collect::<Vec<_>>());
 }
