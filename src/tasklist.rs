@@ -62,27 +62,10 @@ impl TaskLists {
         TaskList::decode(doc.as_ref())
     }
 
-    /// Applies `op` to the stored list atomically: the outcome is computed from the current
-    /// list and written in the same store step, or with compare-and-set and recomputed from the
-    /// newer list on a concurrent change, so no update is lost. `known` skips the first read
-    /// when the caller already holds a recent copy (the agent loop does).
-    pub async fn apply<F>(
-        &self,
-        key: &ThreadKey,
-        known: Option<TaskList>,
-        op: F,
-    ) -> StoreResult<(tasks::Outcome, TaskList)>
-    where
-        F: Fn(&[Task]) -> tasks::Outcome + Send + 'static,
-    {
-        match known {
-            Some(list) => self.apply_from(key, list, op).await,
-            None => self.edit(key, op).await,
-        }
-    }
-
-    /// Runs `op` inside the store's write step on whatever list is stored.
-    async fn edit<F>(&self, key: &ThreadKey, op: F) -> StoreResult<(tasks::Outcome, TaskList)>
+    /// Applies `op` to the stored list atomically, in the store's own write step (a store
+    /// without one reads, then compares-and-sets, recomputing on a concurrent change), so no
+    /// update is lost.
+    pub async fn apply<F>(&self, key: &ThreadKey, op: F) -> StoreResult<tasks::Outcome>
     where
         F: Fn(&[Task]) -> tasks::Outcome + Send + 'static,
     {
@@ -99,22 +82,17 @@ impl TaskLists {
             *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
             Ok(value)
         });
-        let version = self.store.update_doc(key, TASKS_DOC, edit).await?;
-        let outcome = last
-            .lock()
+        self.store.update_doc(key, TASKS_DOC, edit).await?;
+        last.lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take()
-            .ok_or_else(|| StoreError::Unavailable("the task list edit did not run".into()))?;
-        // `tasks` is the list after the operation, stored or not.
-        let list = TaskList {
-            version,
-            tasks: outcome.tasks.clone(),
-        };
-        Ok((outcome, list))
+            .ok_or_else(|| StoreError::Unavailable("the task list edit did not run".into()))
     }
 
-    /// Compare-and-set from a list the caller holds, recomputed on a concurrent change.
-    async fn apply_from<F>(
+    /// [`TaskLists::apply`] from a recent copy of the list the caller holds (the agent loop
+    /// does), with compare-and-set: no read unless the copy is stale, recomputed on a
+    /// concurrent change. Returns the list as stored afterwards, the caller's next copy.
+    pub async fn apply_from<F>(
         &self,
         key: &ThreadKey,
         mut current: TaskList,

@@ -300,7 +300,7 @@ async fn run_task_tool(op: TaskOp, env: &ToolEnv, args: &Value) -> Result<ToolOu
     let mut cached = env.tasks.lock().await;
     let (outcome, list) = env
         .lists
-        .apply(key, Some(cached.clone()), operation)
+        .apply_from(key, cached.clone(), operation)
         .await
         .map_err(|e| format!("Task list unavailable: {e}"))?;
     *cached = list;

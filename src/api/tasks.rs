@@ -278,9 +278,9 @@ impl pb::task_service_server::TaskService for TaskApi {
         let Some(key) = key else {
             return Ok(Response::new(result_to_pb(tasks::memory_required())));
         };
-        let (outcome, _) = self
+        let outcome = self
             .lists
-            .apply(&key, None, move |prev| tasks::write(prev, &input))
+            .apply(&key, move |prev| tasks::write(prev, &input))
             .await?;
         Ok(Response::new(result_to_pb(outcome)))
     }
@@ -296,9 +296,9 @@ impl pb::task_service_server::TaskService for TaskApi {
         let Some(key) = key else {
             return Ok(Response::new(result_to_pb(tasks::memory_required())));
         };
-        let (outcome, _) = self
+        let outcome = self
             .lists
-            .apply(&key, None, move |prev| tasks::update(prev, &input))
+            .apply(&key, move |prev| tasks::update(prev, &input))
             .await?;
         Ok(Response::new(result_to_pb(outcome)))
     }
@@ -314,9 +314,9 @@ impl pb::task_service_server::TaskService for TaskApi {
         let Some(key) = key else {
             return Ok(Response::new(result_to_pb(tasks::memory_required())));
         };
-        let (outcome, _) = self
+        let outcome = self
             .lists
-            .apply(&key, None, move |prev| tasks::complete(prev, &input))
+            .apply(&key, move |prev| tasks::complete(prev, &input))
             .await?;
         Ok(Response::new(result_to_pb(outcome)))
     }

@@ -24,6 +24,14 @@ impl Doc {
             value: self.value,
         }
     }
+
+    /// [`Doc::versioned`] of a row that stays (the value's bytes are shared, not copied).
+    fn to_versioned(&self) -> Versioned {
+        Versioned {
+            version: self.version,
+            value: self.value.clone(),
+        }
+    }
 }
 
 /// The version of a document that may be absent (0 = absent).
@@ -51,11 +59,11 @@ pub(super) fn read_doc(
 fn put_doc(
     table: &mut Table<DocKey, DocRow>,
     (id, kind): (&str, &str),
-    current: Option<Doc>,
+    current: Option<&Doc>,
     now_ms: u64,
     value: &[u8],
 ) -> StoreResult<u64> {
-    let version = next_version(version_of(current.as_ref()))?;
+    let version = next_version(version_of(current))?;
     let created = current.map_or(now_ms, |doc| doc.created_ms);
     table.insert((id, kind), (version, created, now_ms, value))?;
     Ok(version)
@@ -73,7 +81,7 @@ pub(super) fn cas_doc(
     if version_of(current.as_ref()) != expected {
         return Ok(Cas::Conflict(current.map(Doc::versioned)));
     }
-    put_doc(table, (id, kind), current, now_ms, value).map(Cas::Written)
+    put_doc(table, (id, kind), current.as_ref(), now_ms, value).map(Cas::Written)
 }
 
 /// Compare-and-set of a thread's document: ownership checked, thread created or touched,
@@ -87,10 +95,10 @@ pub(super) fn cas_thread_doc(
     value: &Bytes,
 ) -> StoreResult<Cas> {
     let written = with_thread_doc(tx, ctx, key, kind, |current| {
-        if version_of(current.as_ref()) != expected {
-            return Ok(Err(Cas::Conflict(current.map(Doc::versioned))));
+        if version_of(current) != expected {
+            return Ok(Err(Cas::Conflict(current.map(Doc::to_versioned))));
         }
-        Ok(Ok((current, value.clone())))
+        Ok(Ok(value.clone()))
     })?;
     Ok(written.map_or_else(|conflict| conflict, Cas::Written))
 }
@@ -105,15 +113,8 @@ pub(super) fn update_thread_doc(
     edit: &mut DocEdit,
 ) -> StoreResult<u64> {
     let written = with_thread_doc(tx, ctx, key, kind, |current| {
-        let version = version_of(current.as_ref());
-        let stored = current.as_ref().map(|doc| Versioned {
-            version,
-            value: doc.value.clone(),
-        });
-        Ok(match edit(stored.as_ref())? {
-            Some(value) => Ok((current, value)),
-            None => Err(version),
-        })
+        let stored = current.map(Doc::to_versioned);
+        Ok(edit(stored.as_ref())?.ok_or(version_of(current)))
     })?;
     Ok(written.unwrap_or_else(|version| version))
 }
@@ -125,18 +126,18 @@ fn with_thread_doc<T>(
     ctx: &mut Ctx,
     key: &ThreadKey,
     kind: &str,
-    decide: impl FnOnce(Option<Doc>) -> StoreResult<Result<(Option<Doc>, Bytes), T>>,
+    decide: impl FnOnce(Option<&Doc>) -> StoreResult<Result<Bytes, T>>,
 ) -> StoreResult<Result<u64, T>> {
     let mut threads = tx.open_table(THREADS)?;
     let thread = owned_thread(&threads, key)?;
     let mut docs = tx.open_table(DOCS)?;
     let current = read_doc(&docs, &key.thread_id, kind)?;
-    let (current, value) = match decide(current)? {
-        Ok(write) => write,
+    let value = match decide(current.as_ref())? {
+        Ok(value) => value,
         Err(answer) => return Ok(Err(answer)),
     };
     let id = key.thread_id.as_str();
-    let version = put_doc(&mut docs, (id, kind), current, ctx.now_ms, &value)?;
+    let version = put_doc(&mut docs, (id, kind), current.as_ref(), ctx.now_ms, &value)?;
     save_thread(tx, &mut threads, key, thread, ctx.now_ms, None, 0)?;
     let topic = (
         key.thread_id.clone(),
