@@ -116,6 +116,9 @@ mod leases;
 #[path = "store_suite/docs.rs"]
 mod docs;
 
+#[path = "store_suite/run_ends.rs"]
+mod run_ends;
+
 suite!(
     ping_answers,
     ownership_is_enforced_on_every_thread_method,

@@ -15,9 +15,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::{
-    Cas, DocEdit, LogEntry, LogLimits, MessageQuery, Store, StoreError, StoreResult, StoredMessage,
-    ThreadCursor, ThreadInfo, ThreadKey, ThreadOrder, ThreadView, VectorBatch, VectorEntry,
-    Versioned,
+    Cas, DocEdit, EndWritten, LogEntry, LogLimits, MessageAppend, MessageQuery, RunWrite, Store,
+    StoreError, StoreResult, StoredMessage, ThreadCursor, ThreadInfo, ThreadKey, ThreadOrder,
+    ThreadView, VectorBatch, VectorEntry, Versioned,
 };
 
 /// First retry delay; doubled after each failure up to [`MAX_BACKOFF`].
@@ -140,6 +140,10 @@ impl Store for Deferred {
         self.store()?
             .append_messages(key, thread_meta, messages)
             .await
+    }
+
+    async fn end_run(&self, messages: &MessageAppend, run: RunWrite) -> StoreResult<EndWritten> {
+        self.store()?.end_run(messages, run).await
     }
 
     async fn get_thread(&self, key: &ThreadKey) -> StoreResult<Option<ThreadInfo>> {

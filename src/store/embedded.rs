@@ -43,9 +43,9 @@ use redb::{
 use tokio::sync::oneshot;
 
 use super::{
-    Cas, DocEdit, LogEntry, LogLimits, MessageQuery, Store, StoreError, StoreResult, StoredMessage,
-    ThreadCursor, ThreadInfo, ThreadKey, ThreadOrder, ThreadView, VectorBatch, VectorEntry,
-    Versioned,
+    Cas, DocEdit, EndWritten, LogEntry, LogLimits, MessageAppend, MessageQuery, RunWrite, Store,
+    StoreError, StoreResult, StoredMessage, ThreadCursor, ThreadInfo, ThreadKey, ThreadOrder,
+    ThreadView, VectorBatch, VectorEntry, Versioned,
 };
 use notify::{Hub, Subscription, control_stream, follow_stream, watch_stream};
 use writer::{Ctx, Msg, Note};
@@ -366,17 +366,33 @@ impl Store for EmbeddedStore {
     ) -> StoreResult<u64> {
         let key = key.clone();
         self.write(move |tx, ctx| {
-            let mut threads = tx.open_table(THREADS)?;
-            let thread = owned_thread(&threads, &key)?;
-            let first = thread.as_ref().map_or(0, |thread| thread.next);
-            let mut table = tx.open_table(MESSAGES)?;
-            for (position, message) in (first..).zip(&messages) {
-                table.insert((key.thread_id.as_str(), position), message.as_ref())?;
-            }
-            let added = u64::try_from(messages.len()).unwrap_or(u64::MAX);
-            let meta = thread_meta.as_deref();
-            save_thread(tx, &mut threads, &key, thread, ctx.now_ms, meta, added)?;
-            Ok(first)
+            threads::append_messages(tx, ctx.now_ms, &key, thread_meta.as_deref(), &messages)
+        })
+        .await
+    }
+
+    /// Both in one write step: the owner and the record's version are checked before either
+    /// is written.
+    async fn end_run(&self, messages: &MessageAppend, run: RunWrite) -> StoreResult<EndWritten> {
+        let messages = messages.clone();
+        self.write(move |tx, ctx| {
+            // Ownership first: a job that fails on it must have written nothing.
+            owned_thread(&tx.open_table(THREADS)?, &messages.key)?;
+            let record = runs::cas_run(tx, ctx, &run)?;
+            let first_message = match record {
+                Cas::Written(_) => Some(threads::append_messages(
+                    tx,
+                    ctx.now_ms,
+                    &messages.key,
+                    messages.thread_meta.as_deref(),
+                    &messages.messages,
+                )?),
+                Cas::Conflict(_) => None,
+            };
+            Ok(EndWritten {
+                first_message,
+                record: Ok(record),
+            })
         })
         .await
     }
@@ -393,33 +409,15 @@ impl Store for EmbeddedStore {
         ttl: Duration,
         lease_until_ms: Option<i64>,
     ) -> StoreResult<Cas> {
-        let run_id = run_id.to_string();
-        self.write(move |tx, ctx| {
-            let mut runs = tx.open_table(RUNS)?;
-            let stored_expiry = read_expiry(&runs, &run_id, |(_, expires, _)| expires)?;
-            let current = read_run(&runs, &run_id, ctx.now_ms)?;
-            if current.as_ref().map_or(0, |run| run.version) != expected {
-                return Ok(Cas::Conflict(current));
-            }
-            let version = next_version(expected)?;
-            let expires = ctx.expires_at(ttl);
-            runs.insert(run_id.as_str(), (version, expires, value.as_ref()))?;
-            let mut expiry = tx.open_table(EXPIRY)?;
-            reschedule(
-                &mut expiry,
-                EXPIRING_RUN,
-                &run_id,
-                stored_expiry,
-                Some(expires),
-            )?;
-            runs::set_lease(
-                tx,
-                &run_id,
-                lease_until_ms.map(|ms| u64::try_from(ms).unwrap_or(0)),
-            )?;
-            Ok(Cas::Written(version))
-        })
-        .await
+        let run = RunWrite {
+            run_id: run_id.to_string(),
+            expected,
+            value,
+            ttl,
+            lease_until_ms,
+        };
+        self.write(move |tx, ctx| runs::cas_run(tx, ctx, &run))
+            .await
     }
 
     async fn expired_leases(&self, now_ms: i64, limit: usize) -> StoreResult<Vec<String>> {

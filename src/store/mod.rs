@@ -46,6 +46,43 @@ pub enum Cas {
 /// Computes a document's new value from its current one for [`Store::update_doc`].
 pub type DocEdit = Box<dyn FnMut(Option<&Versioned>) -> StoreResult<Option<Bytes>> + Send>;
 
+/// Messages to append to a thread, as [`Store::append_messages`] takes them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MessageAppend {
+    /// The thread, created for `key.resource_id` when absent.
+    pub key: ThreadKey,
+    /// The thread's metadata (title, metadata as JSON), stored when given.
+    pub thread_meta: Option<Bytes>,
+    /// The messages, oldest first.
+    pub messages: Vec<Bytes>,
+}
+
+/// A compare-and-set of a run record, as [`Store::cas_run`] takes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunWrite {
+    /// The run.
+    pub run_id: String,
+    /// The stored version it replaces (0 = absent).
+    pub expected: u64,
+    /// The new record.
+    pub value: Bytes,
+    /// How long the record lives after this write.
+    pub ttl: Duration,
+    /// The lease's end while a replica executes the run; `None` takes it off the lease list.
+    pub lease_until_ms: Option<i64>,
+}
+
+/// What [`Store::end_run`] wrote.
+#[derive(Debug)]
+pub struct EndWritten {
+    /// Position of the first message appended; `None` when none was (the record conflicted
+    /// in a store that writes both at once).
+    pub first_message: Option<u64>,
+    /// The record's compare-and-set. An error only when the messages were appended and the
+    /// record's write, a second call in the default implementation, failed.
+    pub record: StoreResult<Cas>,
+}
+
 /// What a run needs from its thread before the first step, read in one round trip.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ThreadView {
@@ -233,6 +270,15 @@ pub trait Store: Send + Sync + 'static {
         messages: Vec<Bytes>,
     ) -> StoreResult<u64>;
 
+    /// A run's last writes in one step where the store can: `messages` appended and the run's
+    /// record written by compare-and-set. `Err`: nothing was written. The embedded store and
+    /// one Redis node check both first, so a conflicting record appends nothing; the default
+    /// (a Redis Cluster, where a thread and a run live in different slots) appends, then
+    /// writes the record, in two calls.
+    async fn end_run(&self, messages: &MessageAppend, run: RunWrite) -> StoreResult<EndWritten> {
+        end_run_in_two_calls(self, messages, run).await
+    }
+
     /// Reads a thread's summary (ownership checked; `None` when absent).
     async fn get_thread(&self, key: &ThreadKey) -> StoreResult<Option<ThreadInfo>>;
 
@@ -396,4 +442,32 @@ pub trait Store: Send + Sync + 'static {
         thread_id: &str,
         positions: Option<&[u64]>,
     ) -> StoreResult<u64>;
+}
+
+/// [`Store::end_run`] as two calls: the messages appended, then the record written.
+pub async fn end_run_in_two_calls<S: Store + ?Sized>(
+    store: &S,
+    messages: &MessageAppend,
+    run: RunWrite,
+) -> StoreResult<EndWritten> {
+    let first = store
+        .append_messages(
+            &messages.key,
+            messages.thread_meta.clone(),
+            messages.messages.clone(),
+        )
+        .await?;
+    let record = store
+        .cas_run(
+            &run.run_id,
+            run.expected,
+            run.value,
+            run.ttl,
+            run.lease_until_ms,
+        )
+        .await;
+    Ok(EndWritten {
+        first_message: Some(first),
+        record,
+    })
 }

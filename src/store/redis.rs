@@ -40,9 +40,9 @@ use futures::stream::{BoxStream, StreamExt};
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult};
 
 use super::{
-    Cas, LogEntry, LogLimits, MessageQuery, Store, StoreError, StoreResult, StoredMessage,
-    ThreadCursor, ThreadInfo, ThreadKey, ThreadOrder, ThreadView, VectorBatch, VectorEntry,
-    Versioned,
+    Cas, EndWritten, LogEntry, LogLimits, MessageAppend, MessageQuery, RunWrite, Store, StoreError,
+    StoreResult, StoredMessage, ThreadCursor, ThreadInfo, ThreadKey, ThreadOrder, ThreadView,
+    VectorBatch, VectorEntry, Versioned, end_run_in_two_calls,
 };
 
 mod cluster;
@@ -66,8 +66,8 @@ use keys::{
     watch_channel,
 };
 use scripts::{
-    APPEND_MESSAGES, CAS_DOC, CAS_PLAIN, CAS_RUN, CAS_RUN_LEASED, CLAIM_KEY, GET_DOC, Invocation,
-    LOAD_THREAD, StoreScript, read_script, script,
+    APPEND_MESSAGES, CAS_DOC, CAS_PLAIN, CAS_RUN, CAS_RUN_LEASED, CLAIM_KEY, END_RUN, GET_DOC,
+    Invocation, LOAD_THREAD, StoreScript, read_script, script,
 };
 
 /// Error code raised by the scripts when a thread belongs to another resource.
@@ -337,6 +337,50 @@ impl Store for RedisStore {
             script.arg(message.as_ref());
         }
         self.eval_thread(&script, key).await
+    }
+
+    /// One script on one node (a thread and a run share no slot on a cluster: two calls there).
+    async fn end_run(&self, messages: &MessageAppend, run: RunWrite) -> StoreResult<EndWritten> {
+        if self.backend.is_cluster() {
+            return end_run_in_two_calls(self, messages, run).await;
+        }
+        let mut script = self.messages_write(&END_RUN, &messages.key);
+        match &messages.thread_meta {
+            Some(meta) => script.arg("1").arg(meta.as_ref()),
+            None => script.arg("0").arg(""),
+        };
+        script
+            .key(run_key(&run.run_id, "run"))
+            .key(LEASES_KEY)
+            .arg(run.expected)
+            .arg(run.value.as_ref())
+            .arg(ttl_ms(run.ttl))
+            .arg(
+                run.lease_until_ms
+                    .map_or_else(String::new, |ms| ms.to_string()),
+            )
+            .arg(&run.run_id);
+        for message in &messages.messages {
+            script.arg(message.as_ref());
+        }
+        let reply: Vec<redis::Value> = self.eval_thread(&script, &messages.key).await?;
+        let mut parts = reply.into_iter();
+        let corrupt = |e: redis::ParsingError| StoreError::Corrupt(format!("end_run reply: {e}"));
+        let cas = parts
+            .next()
+            .map(Vec::<redis::Value>::from_redis_value)
+            .transpose()
+            .map_err(corrupt)?
+            .ok_or_else(|| StoreError::Corrupt("end_run reply is empty".into()))?;
+        let first_message = parts
+            .next()
+            .map(u64::from_redis_value)
+            .transpose()
+            .map_err(corrupt)?;
+        Ok(EndWritten {
+            first_message,
+            record: Ok(decode_cas(cas)?),
+        })
     }
 
     async fn get_run(&self, run_id: &str) -> StoreResult<Option<Versioned>> {

@@ -5,11 +5,40 @@ use bytes::Bytes;
 use redb::{ReadableTable, WriteTransaction};
 
 use super::log::{purge_log, read_head};
+use super::writer::Ctx;
 use super::{
     CLAIMS, EXPIRING_CLAIM, EXPIRING_LOG, EXPIRING_RUN, EXPIRY, ExpiryKey, LEASE_OF, LEASES,
-    LOG_HEADS, RUNS, RunRow, SWEEP_LIMIT,
+    LOG_HEADS, RUNS, RunRow, SWEEP_LIMIT, next_version,
 };
-use crate::store::{StoreError, StoreResult, Versioned};
+use crate::store::{Cas, RunWrite, StoreError, StoreResult, Versioned};
+
+/// Writes a run record if its stored version is `run.expected`, with its expiry and lease.
+pub(super) fn cas_run(tx: &WriteTransaction, ctx: &Ctx, run: &RunWrite) -> StoreResult<Cas> {
+    let run_id = run.run_id.as_str();
+    let mut runs = tx.open_table(RUNS)?;
+    let stored_expiry = read_expiry(&runs, run_id, |(_, expires, _)| expires)?;
+    let current = read_run(&runs, run_id, ctx.now_ms)?;
+    if current.as_ref().map_or(0, |run| run.version) != run.expected {
+        return Ok(Cas::Conflict(current));
+    }
+    let version = next_version(run.expected)?;
+    let expires = ctx.expires_at(run.ttl);
+    runs.insert(run_id, (version, expires, run.value.as_ref()))?;
+    let mut expiry = tx.open_table(EXPIRY)?;
+    reschedule(
+        &mut expiry,
+        EXPIRING_RUN,
+        run_id,
+        stored_expiry,
+        Some(expires),
+    )?;
+    set_lease(
+        tx,
+        run_id,
+        run.lease_until_ms.map(|ms| u64::try_from(ms).unwrap_or(0)),
+    )?;
+    Ok(Cas::Written(version))
+}
 
 pub(super) fn read_run(
     table: &impl ReadableTable<&'static str, RunRow>,

@@ -64,6 +64,27 @@ pub(super) fn owned_thread(
     }
 }
 
+/// Appends `messages` to the thread of `key` (created when absent); returns the position of
+/// the first. Ownership is checked before anything is written.
+pub(super) fn append_messages(
+    tx: &WriteTransaction,
+    now_ms: u64,
+    key: &ThreadKey,
+    meta: Option<&[u8]>,
+    messages: &[Bytes],
+) -> StoreResult<u64> {
+    let mut threads = tx.open_table(THREADS)?;
+    let thread = owned_thread(&threads, key)?;
+    let first = thread.as_ref().map_or(0, |thread| thread.next);
+    let mut table = tx.open_table(MESSAGES)?;
+    for (position, message) in (first..).zip(messages) {
+        table.insert((key.thread_id.as_str(), position), message.as_ref())?;
+    }
+    let added = u64::try_from(messages.len()).unwrap_or(u64::MAX);
+    save_thread(tx, &mut threads, key, thread, now_ms, meta, added)?;
+    Ok(first)
+}
+
 /// Writes the thread row (creating it for `key.resource_id` or updating the existing one) and
 /// moves it in its resource's listing.
 pub(super) fn save_thread(

@@ -142,19 +142,44 @@ return reply(res)
     )
 });
 
+/// Appends `ARGV[from..]` to a thread's messages, keys and first arguments as
+/// [`APPEND_MESSAGES`] takes them (ownership already checked) → the first message's position.
+const APPEND: &str = r#"
+local function append_messages(now, from)
+  touch_thread(KEYS[1], ARGV[1], now, KEYS[3], KEYS[4], ARGV[2])
+  if ARGV[3] == '1' then redis.call('HSET', KEYS[1], 'meta', ARGV[4]) end
+  local first = redis.call('LLEN', KEYS[2])
+  for i = from, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+  return first
+end
+"#;
+
+/// Compare-and-set of a run record with its expiry; the run joins the lease list (lease end
+/// in ms) or leaves it (`''`) in the same step → CAS reply.
+const WRITE_RUN: &str = r#"
+local function write_run(run, leases, expected, value, ttl, lease, run_id, now)
+  local res = cas_versioned(run, expected, value, now)
+  if res[1] == 1 then
+    redis.call('PEXPIRE', run, ttl)
+    if lease == '' then
+      redis.call('ZREM', leases, run_id)
+    else
+      redis.call('ZADD', leases, lease, run_id)
+    end
+  end
+  return res
+end
+"#;
+
 /// KEYS: meta, msgs, by_created, by_updated; ARGV: resource, thread, has_meta ('1'/'0'), meta,
 /// messages… → the position of the first message appended.
 pub(super) static APPEND_MESSAGES: LazyLock<StoreScript> = LazyLock::new(|| {
-    script(
-        r#"
+    script(&format!(
+        r#"{APPEND}
 if not may_use(KEYS[1], ARGV[1]) then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
-touch_thread(KEYS[1], ARGV[1], now_ms(), KEYS[3], KEYS[4], ARGV[2])
-if ARGV[3] == '1' then redis.call('HSET', KEYS[1], 'meta', ARGV[4]) end
-local first = redis.call('LLEN', KEYS[2])
-for i = 5, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
-return reply(first)
-"#,
-    )
+return reply(append_messages(now_ms(), 5))
+"#
+    ))
 });
 
 /// KEYS: run; ARGV: expected, value, ttl_ms → CAS reply.
@@ -171,20 +196,26 @@ return res
 /// One node: KEYS: run, leases; ARGV: expected, value, ttl_ms, lease end ms ('' = none), run
 /// id → CAS reply. The run joins (or leaves) the lease list in the same step.
 pub(super) static CAS_RUN_LEASED: LazyLock<StoreScript> = LazyLock::new(|| {
-    script(
-        r#"
-local res = cas_versioned(KEYS[1], ARGV[1], ARGV[2], now_ms())
-if res[1] == 1 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
-  if ARGV[4] == '' then
-    redis.call('ZREM', KEYS[2], ARGV[5])
-  else
-    redis.call('ZADD', KEYS[2], ARGV[4], ARGV[5])
-  end
-end
-return res
-"#,
-    )
+    script(&format!(
+        r#"{WRITE_RUN}
+return write_run(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], now_ms())
+"#
+    ))
+});
+
+/// One node: [`APPEND_MESSAGES`]'s keys and arguments, then KEYS: run, leases; ARGV:
+/// [`CAS_RUN_LEASED`]'s, then the messages… → `{CAS reply}` when the record conflicts
+/// (nothing written), `{CAS reply, first position}` when both are written.
+pub(super) static END_RUN: LazyLock<StoreScript> = LazyLock::new(|| {
+    script(&format!(
+        r#"{APPEND}{WRITE_RUN}
+if not may_use(KEYS[1], ARGV[1]) then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
+local now = now_ms()
+local res = write_run(KEYS[5], KEYS[6], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], now)
+if res[1] ~= 1 then return {{res}} end
+return {{res, append_messages(now, 10)}}
+"#
+    ))
 });
 
 /// KEYS: doc; ARGV: expected, value → CAS reply (a document without expiry).
