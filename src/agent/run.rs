@@ -3,10 +3,11 @@
 //! how a run ends: completed (structured output, memory, title), suspended for decisions,
 //! aborted or failed. A suspended run returns its state; [`Runner::resume`] continues it.
 //! Delegations to sub-agents are in `run/delegation.rs`, the separate structuring call in
-//! `run/structuring.rs`.
+//! `run/structuring.rs`, the end recorded with the last messages in `run/end.rs`.
 
 mod completion;
 mod delegation;
+mod end;
 mod hooks;
 mod memory;
 mod model_call;
@@ -36,7 +37,7 @@ use super::structured::{self, ObjectOutcome};
 use super::tools::{ToolEnv, ToolSpec};
 use super::{AgentDef, Agents, ModelRef};
 use crate::model::FinishReason;
-use crate::store::{Store, ThreadKey};
+use crate::store::{MessageAppend, Store, StoreError, ThreadKey};
 use crate::tasklist::{TaskList, TaskLists};
 use crate::telemetry;
 
@@ -70,6 +71,9 @@ pub struct RunOutcome {
     pub suspended: Option<RunState>,
     /// Earlier runs whose waiting call this run answered (auto-resume): they end now.
     pub answered_runs: Vec<String>,
+    /// The run's end is recorded already (with its last messages, through its checkpoint):
+    /// only `finish` is left to emit.
+    pub ended: bool,
 }
 
 /// Why a step did not produce a model answer.
@@ -128,14 +132,27 @@ pub struct Runner {
     bail: std::sync::atomic::AtomicBool,
     /// The run's trace id (hex; empty when not traced): what its scorers sample by.
     trace_id: String,
+    /// The run's end is recorded (see [`RunOutcome::ended`]).
+    ended: bool,
 }
 
-/// Keeps a run's durable points, so that another replica can continue it.
+/// Keeps a run's durable points, so that another replica can continue it, and records its end.
 #[async_trait::async_trait]
 pub trait Checkpoint: Send + Sync {
     /// Stores `state` (a step whose tool calls are about to run is its `open_step`) and the
     /// sequence of the run's last chunk so far; returns once it is stored (or failed).
     async fn save(&self, state: &RunState, sequence: u64);
+
+    /// Records the run's end (`suspended`: the state kept until decisions come), its log
+    /// ending at `last_sequence` (its `finish`), with `messages` appended to their thread in
+    /// the same store call. `Err`: the store failed and nothing was written.
+    async fn end(
+        &self,
+        messages: Option<MessageAppend>,
+        end: RunEnd,
+        suspended: Option<&RunState>,
+        last_sequence: u64,
+    ) -> Result<(), StoreError>;
 }
 
 impl Runner {
@@ -208,6 +225,7 @@ impl Runner {
             delegator: None,
             bail: std::sync::atomic::AtomicBool::new(false),
             trace_id: String::new(),
+            ended: false,
         }
     }
 
@@ -516,7 +534,7 @@ impl Runner {
             Err(Halt::Tripped(trip)) => return self.tripped(em, trip, false).await,
             Err(Halt::Failed(failure)) => return self.failed_noting(em, failure).await,
         }
-        if let Err(e) = self.save().await {
+        if let Err(e) = self.save_and_end(em, RunEnd::Model(last_reason)).await {
             return self.failed_unsaved(em, e).await;
         }
         if self.state.title_pending {
@@ -533,7 +551,7 @@ impl Runner {
     /// Saves what exists so far and hands back the state to store until the decisions come.
     async fn suspend(&mut self, em: &mut Emitter, open: OpenStep) -> RunOutcome {
         self.state.open_step = Some(open);
-        if let Err(e) = self.save().await {
+        if let Err(e) = self.save_and_end(em, RunEnd::Suspended).await {
             self.state.open_step = None;
             return self.failed_unsaved(em, e).await;
         }
@@ -613,6 +631,7 @@ impl Runner {
             result,
             suspended,
             answered_runs: self.state.answered_runs.clone(),
+            ended: self.ended,
         }
     }
 }

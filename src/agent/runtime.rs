@@ -10,6 +10,7 @@ mod delegate;
 mod lease;
 mod observe;
 mod prepare;
+mod records;
 mod scope;
 
 use std::collections::HashMap;
@@ -42,10 +43,11 @@ use super::validate::{
 use super::{AgentDef, Agents};
 use crate::pb;
 use crate::pb::chunk::Payload;
-use crate::store::{Cas, LogLimits, StoreError, Versioned};
+use crate::store::{Cas, LogLimits, StoreError};
 use crate::tasklist::TaskList;
 use crate::telemetry;
 use observe::ClientStream;
+pub(super) use records::decode_record;
 
 /// Control channel every replica listens on (aborts name their run inside the message).
 pub(super) const CONTROL_CHANNEL: &str = "_all";
@@ -271,34 +273,6 @@ impl Runtime {
         })
     }
 
-    async fn write_record(
-        &self,
-        run_id: &str,
-        expected: u64,
-        record: &RunRecord,
-    ) -> Result<Cas, StoreError> {
-        let bytes = serde_json::to_vec(record)
-            .map_err(|e| StoreError::Corrupt(format!("run record: {e}")))?;
-        // A running run stays on the store's lease list; the record's own lease when it has
-        // one (a continuation gets its first at its first renewal).
-        let lease = (record.status == RunStatus::Running).then(|| {
-            record
-                .lease_until_ms
-                .unwrap_or_else(|| now_ms().saturating_add(millis(self.limits.lease)))
-        });
-        let ttl = match record.expires_at_ms {
-            Some(expires) => {
-                Duration::from_millis(u64::try_from(expires - now_ms()).unwrap_or(0))
-                    + self.limits.retention
-            }
-            None => self.limits.retention,
-        };
-        self.deps
-            .store
-            .cas_run(run_id, expected, Bytes::from(bytes), ttl, lease)
-            .await
-    }
-
     /// Writes chunks for a run nothing executes (a suspended one) after `after` in its log,
     /// in the places the record reserved for them; returns once they are stored.
     async fn append_to_log(&self, run_id: &str, after: u64, events: Vec<Event>) {
@@ -492,6 +466,7 @@ impl Runtime {
                 mut result,
                 suspended,
                 answered_runs,
+                ended,
             } = outcome;
             (result.trace_id, result.span_id) = trace;
             let finish_reason =
@@ -501,17 +476,24 @@ impl Runtime {
             stop_renewing.cancel();
             let _ = renewer.await;
             // Record first, then emit `finish`: a client that reacts to it (Approve, Abort, a new
-            // turn) must find the run in its final state. Retried until it lands.
+            // turn) must find the run in its final state. Retried until it lands. A run that
+            // saved its last messages recorded its end with them.
             let (end, last, approval_ttl) = (
                 result.end,
                 em.sequence() + 1,
                 millis(self.limits.approval_ttl),
             );
-            self.write_end(&handle, |r| {
-                r.end(end, suspended.clone(), last, now_ms(), approval_ttl);
-            })
-            .await;
+            if !ended {
+                self.write_end(&handle, |r| {
+                    r.end(end, suspended.clone(), last, now_ms(), approval_ttl);
+                })
+                .await;
+            }
             let record = handle.record().await;
+            debug_assert!(
+                record.status == RunStatus::Running || record.last_sequence == last,
+                "the recorded end names the finish chunk"
+            );
             if record.status == RunStatus::Suspended {
                 self.index_pending(&record, true).await;
             }
@@ -642,9 +624,4 @@ pub(super) fn is_finish(chunk: &pb::Chunk) -> bool {
 pub(super) fn decode_chunk(bytes: &Bytes) -> Result<pb::Chunk, RunError> {
     pb::Chunk::decode(bytes.as_ref())
         .map_err(|e| RunError::Store(StoreError::Corrupt(format!("run log chunk: {e}"))))
-}
-
-pub(super) fn decode_record(doc: &Versioned) -> Result<RunRecord, RunError> {
-    serde_json::from_slice(&doc.value)
-        .map_err(|e| RunError::Store(StoreError::Corrupt(format!("run record: {e}"))))
 }

@@ -151,6 +151,67 @@ fn binary() -> PathBuf {
     binary_named("REDIS_SERVER", "redis-server")
 }
 
+/// Every command a server receives, as `redis-cli monitor` prints them (one line each: the
+/// command and its arguments quoted), from when it is started.
+pub struct Monitor {
+    port: u16,
+    child: Child,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Monitor {
+    /// Starts monitoring the server on `port`; returns once the monitor is attached.
+    pub fn start(port: u16) -> Self {
+        let binary = binary_named("REDIS_CLI", "redis-cli");
+        let mut child = Command::new(&binary)
+            .args(["-h", "127.0.0.1", "-p", &port.to_string(), "monitor"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", binary.display()));
+        let stdout = child.stdout.take().expect("piped stdout");
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                sink.lock().expect("monitor lines").push(line);
+            }
+        });
+        let monitor = Self { port, child, lines };
+        // Attached once it prints a command sent after it started.
+        monitor.commands();
+        monitor
+    }
+
+    /// The commands received so far (all of them: a marker sent now is waited for).
+    pub fn commands(&self) -> Vec<String> {
+        let marker = format!("monitor-marker-{}", uuid::Uuid::new_v4().simple());
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            cli(self.port, &["echo", &marker]);
+            std::thread::sleep(Duration::from_millis(20));
+            let lines = self.lines.lock().expect("monitor lines").clone();
+            if let Some(at) = lines.iter().position(|l| l.contains(&marker)) {
+                return lines[..at].to_vec();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "redis-cli monitor printed nothing"
+            );
+        }
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Runs `redis-cli -p <port> <args>` and returns its output; a failure to run it panics.
 pub fn cli(port: u16, args: &[&str]) -> String {
     let binary = binary_named("REDIS_CLI", "redis-cli");

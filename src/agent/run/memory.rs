@@ -19,7 +19,7 @@ use crate::agent::tools::ToolKind;
 use crate::memory::threads::Threads;
 use crate::memory::working;
 use crate::model::{ChatMessage, ModelError, ModelEvent, ModelProvider, ModelRequest};
-use crate::store::{StoreError, ThreadKey};
+use crate::store::{MessageAppend, StoreError, ThreadKey};
 use crate::tasks::signal::{SignalKind, next_signal};
 
 /// The reference's default instructions for the title model (`generateTitle`), byte for byte.
@@ -124,16 +124,43 @@ impl Runner {
     /// Saves the messages not saved yet (input first), unless the run has no memory or is
     /// read-only.
     pub(super) async fn save(&mut self) -> Result<(), RunFailure> {
-        let request = &self.state.request;
-        let Some(memory) = &request.memory else {
+        let Some((append, count)) = self.unsaved()? else {
             return Ok(());
         };
+        let vectors = {
+            let request = &self.state.request;
+            let all: Vec<&Message> = request.input.iter().chain(&self.state.response).collect();
+            self.embed_for_save(&all[self.state.saved..]).await?
+        };
+        let MessageAppend {
+            key,
+            thread_meta,
+            messages,
+        } = append;
+        let first = self
+            .deps
+            .store
+            .append_messages(&key, thread_meta, messages)
+            .await?;
+        self.store_vectors(&key, first, vectors).await?;
+        self.mark_saved(count);
+        Ok(())
+    }
+
+    /// The messages not saved yet (input first), encoded for their thread, and how many of the
+    /// run's messages are saved once they are; `None` when nothing is to be saved (no memory,
+    /// read-only, all saved).
+    pub(super) fn unsaved(&self) -> Result<Option<(MessageAppend, usize)>, RunFailure> {
+        let request = &self.state.request;
+        let Some(memory) = &request.memory else {
+            return Ok(None);
+        };
         if memory.read_only {
-            return Ok(());
+            return Ok(None);
         }
         let all: Vec<&Message> = request.input.iter().chain(&self.state.response).collect();
         if self.state.saved >= all.len() {
-            return Ok(());
+            return Ok(None);
         }
         let strip = self.state.working_memory.is_some();
         let mut encoded = Vec::with_capacity(all.len() - self.state.saved);
@@ -154,7 +181,7 @@ impl Runner {
                 serde_json::to_vec(m).map_err(|e| StoreError::Corrupt(format!("message: {e}")))?;
             encoded.push(bytes::Bytes::from(bytes));
         }
-        let meta = (!self.state.thread_existed).then(|| {
+        let thread_meta = (!self.state.thread_existed).then(|| {
             let meta = json!({
                 "title": memory.title,
                 "metadata": memory.metadata,
@@ -162,17 +189,21 @@ impl Runner {
             });
             bytes::Bytes::from(meta.to_string())
         });
-        let key = ThreadKey {
-            thread_id: memory.thread_id.clone(),
-            resource_id: memory.resource_id.clone(),
+        let append = MessageAppend {
+            key: ThreadKey {
+                thread_id: memory.thread_id.clone(),
+                resource_id: memory.resource_id.clone(),
+            },
+            thread_meta,
+            messages: encoded,
         };
-        let count = all.len();
-        let vectors = self.embed_for_save(&all[self.state.saved..]).await?;
-        let first = self.deps.store.append_messages(&key, meta, encoded).await?;
-        self.store_vectors(&key, first, vectors).await?;
+        Ok(Some((append, all.len())))
+    }
+
+    /// Notes that the run's first `count` messages are saved (its thread exists now).
+    pub(super) fn mark_saved(&mut self, count: usize) {
         self.state.saved = count;
         self.state.thread_existed = true;
-        Ok(())
     }
 }
 

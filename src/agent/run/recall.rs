@@ -23,7 +23,7 @@ pub(super) type Pending = Vec<(usize, Bytes)>;
 
 impl Runner {
     /// The run's recall options and embedder, when recall is on.
-    fn recall_setup(&self) -> Option<(RecallOptions, Arc<dyn Embedder>)> {
+    pub(super) fn recall_setup(&self) -> Option<(RecallOptions, Arc<dyn Embedder>)> {
         let memory = self.state.request.memory.as_ref()?;
         let agent = self.agent.config.memory.recall();
         let options = effective_recall(agent, memory.semantic_recall.as_ref())?;

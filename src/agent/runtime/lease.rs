@@ -23,7 +23,7 @@ use crate::agent::record::{RunRecord, RunStatus};
 use crate::agent::result::{RunEnd, RunResult};
 use crate::agent::run::Checkpoint;
 use crate::agent::state::RunState;
-use crate::store::{Cas, StoreError};
+use crate::store::{Cas, MessageAppend, StoreError};
 use crate::telemetry;
 
 /// Most runs one look takes over.
@@ -43,6 +43,8 @@ pub(super) struct RecordHandle(tokio::sync::Mutex<(RunRecord, u64)>);
 pub(super) enum Own {
     /// Written.
     Written,
+    /// The run's end is written already: a renewal that comes after it has nothing to do.
+    Ended,
     /// Another replica owns the run now (it took it over), or the record is gone.
     Lost,
     /// The store failed; nothing was written.
@@ -70,12 +72,28 @@ impl Runtime {
         handle: &RecordHandle,
         change: impl Fn(&mut RunRecord),
     ) -> Own {
+        self.write_own_saving(handle, change, &mut None).await
+    }
+
+    /// [`Runtime::write_own`] with `messages` appended to their thread in the same store call
+    /// ([`crate::store::Store::end_run`]); `messages` is emptied once they are appended.
+    async fn write_own_saving(
+        &self,
+        handle: &RecordHandle,
+        change: impl Fn(&mut RunRecord),
+        messages: &mut Option<MessageAppend>,
+    ) -> Own {
         let mut guard = handle.0.lock().await;
         loop {
             let (record, version) = &mut *guard;
+            // This replica writes its record only while it runs the run.
+            if record.status != RunStatus::Running {
+                return Own::Ended;
+            }
             let mut next = record.clone();
             change(&mut next);
-            match self.write_record(&next.run_id, *version, &next).await {
+            let written = self.put_record(*version, &next, messages).await;
+            match written {
                 Ok(Cas::Written(v)) => {
                     *record = next;
                     *version = v;
@@ -101,17 +119,54 @@ impl Runtime {
         }
     }
 
+    /// Writes `next` over `version`, with `messages` in the same store call while some are
+    /// left to append.
+    async fn put_record(
+        &self,
+        version: u64,
+        next: &RunRecord,
+        messages: &mut Option<MessageAppend>,
+    ) -> Result<Cas, StoreError> {
+        let Some(append) = messages.as_ref() else {
+            return self.write_record(&next.run_id, version, next).await;
+        };
+        let write = self.run_write(version, next)?;
+        let ended = self.deps.store.end_run(append, write).await?;
+        if ended.first_message.is_some() {
+            *messages = None;
+        }
+        ended.record
+    }
+
     /// Writes a run's end, retrying while the store fails (a run must not stay "running"
     /// because its last write met an outage); stops when another replica owns the run.
     pub(super) async fn write_end(&self, handle: &RecordHandle, change: impl Fn(&mut RunRecord)) {
+        // Without messages there is nothing that can fail without a retry.
+        let _ = self.write_end_saving(handle, change, None).await;
+    }
+
+    /// [`Runtime::write_end`] with the run's last messages appended in the same store call.
+    /// `Err`: the store failed before they were appended, and nothing was written (the run
+    /// fails, as when saving them alone fails). Once they are appended, the record's write is
+    /// retried as [`Runtime::write_end`]'s. When another replica owns the run, neither is
+    /// written: that replica continues it and saves its messages, and a deleted thread stays
+    /// deleted.
+    pub(super) async fn write_end_saving(
+        &self,
+        handle: &RecordHandle,
+        change: impl Fn(&mut RunRecord),
+        messages: Option<MessageAppend>,
+    ) -> Result<(), StoreError> {
+        let mut messages = messages;
         let mut wait = FIRST_END_RETRY;
         loop {
-            match self.write_own(handle, &change).await {
-                Own::Written => return,
+            match self.write_own_saving(handle, &change, &mut messages).await {
+                Own::Written | Own::Ended => return Ok(()),
                 Own::Lost => {
                     warn!("the run's record belongs to another replica now; its end is theirs");
-                    return;
+                    return Ok(());
                 }
+                Own::Failed(e) if messages.is_some() => return Err(e),
                 Own::Failed(e) => {
                     telemetry::metrics().store_error("run_record");
                     warn!(error = %e, retry_in = ?wait, "could not record the run's end; retrying");
@@ -145,6 +200,7 @@ impl Runtime {
                 .await
             {
                 Own::Written => {}
+                Own::Ended => return,
                 Own::Lost => {
                     warn!("another replica took the run over; stopping it here");
                     if let Ok(mut reason) = run.1.lock() {
@@ -347,7 +403,7 @@ impl Checkpoint for RecordCheckpoint {
             })
             .await;
         match written {
-            Own::Written => {}
+            Own::Written | Own::Ended => {}
             // The renewal finds out and stops the run; a takeover continues from an earlier
             // point.
             Own::Lost => warn!("the run was taken over before its checkpoint"),
@@ -355,5 +411,27 @@ impl Checkpoint for RecordCheckpoint {
                 warn!(error = %e, "could not write the run's checkpoint; a takeover would start from the one before")
             }
         }
+    }
+
+    async fn end(
+        &self,
+        messages: Option<MessageAppend>,
+        end: RunEnd,
+        suspended: Option<&RunState>,
+        last_sequence: u64,
+    ) -> Result<(), StoreError> {
+        let approval_ttl = millis(self.runtime.limits.approval_ttl);
+        let record_end = |r: &mut RunRecord| {
+            r.end(
+                end,
+                suspended.cloned(),
+                last_sequence,
+                now_ms(),
+                approval_ttl,
+            );
+        };
+        self.runtime
+            .write_end_saving(&self.handle, record_end, messages)
+            .await
     }
 }

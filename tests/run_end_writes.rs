@@ -1,0 +1,166 @@
+//! A run's end costs one store call: its last messages and its record's end are written
+//! together, counted on a real Redis with `MONITOR`, for a run that completes and for one that
+//! suspends for an approval and is continued after it.
+
+mod support;
+
+use agentd::model::{MockOpenAi, MockReply};
+use agentd::pb;
+use agentd::pb::agent_service_client::AgentServiceClient;
+use agentd::pb::approval_service_client::ApprovalServiceClient;
+use agentd::pb::chunk::Payload;
+use serde_json::json;
+use support::redis::{Monitor, RedisServer};
+use tonic::transport::Channel;
+
+const AGENTS: &str = r#"
+[[agents]]
+id = "plain"
+instructions = "You answer briefly."
+model = "mock/test-model"
+
+[[agents]]
+id = "guarded"
+instructions = "Act carefully."
+model = "mock/test-model"
+require_approval = ["act"]
+[[agents.http_tools]]
+name = "act"
+description = "Does something irreversible (nothing listens: its call fails, the run goes on)"
+url = "http://127.0.0.1:9/act"
+"#;
+
+/// The commands that appended to `thread`'s messages: those given its message list and its
+/// resource's listings (a read of the thread is given no listing).
+fn appends_to(commands: &[String], thread: &str) -> Vec<String> {
+    let msgs = format!("agentd:{{t:{thread}}}:msgs");
+    commands
+        .iter()
+        .filter(|c| c.contains(&msgs) && c.contains(":threads:created"))
+        .cloned()
+        .collect()
+}
+
+/// A first run loads the store's scripts, so that the monitored calls are not doubled by
+/// `NOSCRIPT` replies (MONITOR prints a rejected call too).
+async fn warm_up(mock: &MockOpenAi, agents: &mut AgentServiceClient<Channel>) {
+    mock.push(MockReply::Text("Warm.".into()));
+    let thread = support::unique("warm-up");
+    support::generate(agents, request("plain", &thread)).await;
+}
+
+fn run_key(run_id: &str) -> String {
+    format!("agentd:{{r:{run_id}}}:run")
+}
+
+fn request(agent: &str, thread: &str) -> pb::GenerateRequest {
+    pb::GenerateRequest {
+        agent_id: agent.into(),
+        prompt: "Go".into(),
+        memory: Some(support::memory(thread, "alice", None)),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completed_runs_messages_are_saved_with_its_end_in_one_call() {
+    let redis = RedisServer::start();
+    let mock = MockOpenAi::start().await.expect("mock");
+    let dir = tempfile::tempdir().expect("dir");
+    let config = support::agent_config(&mock, AGENTS, &redis.url(), dir.path());
+    let server = support::start(config).await;
+    let mut agents = support::agents_client(&server).await;
+    warm_up(&mock, &mut agents).await;
+    let monitor = Monitor::start(redis.port());
+
+    let thread = support::unique("t");
+    mock.push(MockReply::Text("Hello there.".into()));
+    let chunks = support::generate(&mut agents, request("plain", &thread)).await;
+    let result = support::finish(&chunks);
+    assert_eq!(result.text, "Hello there.");
+
+    let commands = monitor.commands();
+    let appends = appends_to(&commands, &thread);
+    assert_eq!(
+        appends.len(),
+        1,
+        "one call appends the messages: {appends:#?}"
+    );
+    assert!(
+        appends[0].contains(&run_key(&result.run_id)),
+        "the same call writes the run's record: {}",
+        appends[0]
+    );
+    // Both landed: the thread holds the prompt and the answer, the run reads as ended.
+    let history = support::generate(&mut agents, request("plain", &thread)).await;
+    drop(history);
+    let sent = &mock.requests()[2]["messages"];
+    let texts: Vec<&str> = sent
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert!(
+        texts.contains(&"Go") && texts.contains(&"Hello there."),
+        "{texts:?}"
+    );
+    let aborted = agents
+        .abort(pb::AbortRequest {
+            run_id: result.run_id.clone(),
+            reason: String::new(),
+        })
+        .await
+        .expect("abort answers")
+        .into_inner();
+    assert!(!aborted.aborted, "the run is recorded as ended");
+    server.stop().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspended_run_saves_with_its_suspension_and_again_with_its_end() {
+    let redis = RedisServer::start();
+    let mock = MockOpenAi::start().await.expect("mock");
+    let dir = tempfile::tempdir().expect("dir");
+    let config = support::agent_config(&mock, AGENTS, &redis.url(), dir.path());
+    let server = support::start(config).await;
+    let mut agents = support::agents_client(&server).await;
+    warm_up(&mock, &mut agents).await;
+    let monitor = Monitor::start(redis.port());
+
+    let thread = support::unique("t");
+    mock.push(MockReply::ToolCalls(vec![("act".into(), json!({"n": 1}))]));
+    mock.push(MockReply::Text("Done.".into()));
+    let chunks = support::generate(&mut agents, request("guarded", &thread)).await;
+    let suspended = support::finish(&chunks);
+    assert_eq!(suspended.finish_reason(), pb::FinishReason::Suspended);
+    let call_id = chunks
+        .iter()
+        .find_map(|c| match &c.payload {
+            Some(Payload::ToolCallApproval(s)) => Some(s.tool_call_id.clone()),
+            _ => None,
+        })
+        .expect("an approval is asked for");
+    let commands = monitor.commands();
+    let appends = appends_to(&commands, &thread);
+    assert_eq!(appends.len(), 1, "{appends:#?}");
+    assert!(appends[0].contains(&run_key(&suspended.run_id)));
+
+    let mut approvals = ApprovalServiceClient::new(support::channel(&server).await);
+    let stream = approvals
+        .approve(pb::ApproveRequest {
+            run_id: suspended.run_id.clone(),
+            tool_call_id: call_id,
+            ..Default::default()
+        })
+        .await
+        .expect("approved")
+        .into_inner();
+    let rest = support::collect(stream).await;
+    let result = support::finish(&rest);
+    assert_eq!(result.text, "Done.");
+    let appends = appends_to(&monitor.commands(), &thread);
+    assert_eq!(appends.len(), 2, "{appends:#?}");
+    assert!(appends[1].contains(&run_key(&suspended.run_id)));
+    server.stop().await.expect("clean stop");
+}
