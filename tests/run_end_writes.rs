@@ -1,6 +1,7 @@
 //! A run's end costs one store call: its last messages and its record's end are written
 //! together, counted on a real Redis with `MONITOR`, for a run that completes and for one that
-//! suspends for an approval and is continued after it.
+//! suspends for an approval and is continued after it. Its lease is renewed while it runs and
+//! its record is never written after its end.
 
 mod support;
 
@@ -162,5 +163,43 @@ async fn a_suspended_run_saves_with_its_suspension_and_again_with_its_end() {
     let appends = appends_to(&monitor.commands(), &thread);
     assert_eq!(appends.len(), 2, "{appends:#?}");
     assert!(appends[1].contains(&run_key(&suspended.run_id)));
+    server.stop().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_is_renewed_while_a_run_streams_and_never_after_its_end() {
+    let redis = RedisServer::start();
+    let mock = MockOpenAi::start().await.expect("mock");
+    let dir = tempfile::tempdir().expect("dir");
+    let mut config = support::agent_config(&mock, AGENTS, &redis.url(), dir.path());
+    // Renewed every 100 ms.
+    config.limits.run_lease_ms = 300;
+    let server = support::start(config).await;
+    let mut agents = support::agents_client(&server).await;
+    mock.push(MockReply::Slow {
+        text: "one two three four five".into(),
+        delay_per_delta: std::time::Duration::from_millis(150),
+    });
+    let thread = support::unique("t");
+    let chunks = support::generate(&mut agents, request("plain", &thread)).await;
+    let run_id = support::finish(&chunks).run_id.clone();
+
+    let version = || {
+        redis
+            .cli(&["hget", &run_key(&run_id), "v"])
+            .trim()
+            .to_owned()
+    };
+    let ended_at: u64 = version().parse().expect("a version");
+    // Written at its start, renewed several times over ~0.9 s, then ended.
+    assert!(ended_at >= 4, "renewals while it ran: version {ended_at}");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(
+        version(),
+        ended_at.to_string(),
+        "nothing writes the record after its end"
+    );
+    let leased = redis.cli(&["zscore", "agentd:run-leases", &run_id]);
+    assert!(leased.trim().is_empty(), "off the lease list: {leased:?}");
     server.stop().await.expect("clean stop");
 }

@@ -107,8 +107,8 @@ struct Prepared {
     em: Emitter,
     flush: super::emit::LogFlush,
     handle: Arc<lease::RecordHandle>,
-    renewer: tokio::task::JoinHandle<()>,
-    stop_renewing: CancellationToken,
+    /// Stops the lease's renewal when dropped.
+    renewing: tokio_util::sync::DropGuard,
     trace: TraceIds,
     /// A sub-agent's continued run: where it hands its end.
     parent: Option<super::request::ParentLink>,
@@ -351,12 +351,15 @@ impl Runtime {
         let agent_id = record.agent_id.clone();
         // The lease is renewed while the run executes; checkpoints go through the same handle.
         let handle = lease::RecordHandle::new(record, version);
+        // Renewing stops when the guard goes, at the run's end or if its task unwinds; a
+        // renewal that comes after the end finds it recorded and writes nothing.
         let stop_renewing = CancellationToken::new();
-        let renewer = tokio::spawn(self.clone().renew(
+        tokio::spawn(self.clone().renew(
             handle.clone(),
             (cancel.clone(), reason.clone()),
             stop_renewing.clone(),
         ));
+        let renewing = stop_renewing.drop_guard();
         let checkpoint = Arc::new(lease::RecordCheckpoint {
             runtime: self.clone(),
             handle: handle.clone(),
@@ -419,8 +422,7 @@ impl Runtime {
             em,
             flush,
             handle,
-            renewer,
-            stop_renewing,
+            renewing,
             trace,
             parent,
             permit,
@@ -445,8 +447,7 @@ impl Runtime {
             mut em,
             flush,
             handle,
-            renewer,
-            stop_renewing,
+            renewing,
             trace,
             parent,
             permit,
@@ -473,8 +474,7 @@ impl Runtime {
                 super::wire::run_finish_name(super::wire::run_finish_reason(result.end));
             telemetry::metrics().run_finished(&agent_id, finish_reason);
             let steps = result.steps.len();
-            stop_renewing.cancel();
-            let _ = renewer.await;
+            drop(renewing);
             // Record first, then emit `finish`: a client that reacts to it (Approve, Abort, a new
             // turn) must find the run in its final state. Retried until it lands. A run that
             // saved its last messages recorded its end with them.
