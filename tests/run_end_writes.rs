@@ -10,6 +10,7 @@ use agentd::pb;
 use agentd::pb::agent_service_client::AgentServiceClient;
 use agentd::pb::approval_service_client::ApprovalServiceClient;
 use agentd::pb::chunk::Payload;
+use agentd::server::RunningServer;
 use serde_json::json;
 use support::redis::{Monitor, RedisServer};
 use tonic::transport::Channel;
@@ -42,12 +43,45 @@ fn appends_to(commands: &[String], thread: &str) -> Vec<String> {
         .collect()
 }
 
-/// A first run loads the store's scripts, so that the monitored calls are not doubled by
-/// `NOSCRIPT` replies (MONITOR prints a rejected call too).
-async fn warm_up(mock: &MockOpenAi, agents: &mut AgentServiceClient<Channel>) {
-    mock.push(MockReply::Text("Warm.".into()));
-    let thread = support::unique("warm-up");
-    support::generate(agents, request("plain", &thread)).await;
+/// A server on a private Redis with the agents above, and its model.
+struct Env {
+    server: RunningServer,
+    agents: AgentServiceClient<Channel>,
+    mock: MockOpenAi,
+    // Declared last: dropped after the server.
+    _dir: tempfile::TempDir,
+    redis: RedisServer,
+}
+
+impl Env {
+    /// Starts it with `lease_ms` as the run lease when given.
+    async fn start(lease_ms: Option<u64>) -> Self {
+        let redis = RedisServer::start();
+        let mock = MockOpenAi::start().await.expect("mock");
+        let dir = tempfile::tempdir().expect("dir");
+        let mut config = support::agent_config(&mock, AGENTS, &redis.url(), dir.path());
+        if let Some(lease) = lease_ms {
+            config.limits.run_lease_ms = lease;
+        }
+        let server = support::start(config).await;
+        let agents = support::agents_client(&server).await;
+        Self {
+            server,
+            agents,
+            mock,
+            _dir: dir,
+            redis,
+        }
+    }
+
+    /// Monitors the server's calls from now, after a first run has loaded the store's scripts
+    /// (MONITOR prints a call rejected with `NOSCRIPT` too, which would double it).
+    async fn monitor(&mut self) -> Monitor {
+        self.mock.push(MockReply::Text("Warm.".into()));
+        let thread = support::unique("warm-up");
+        support::generate(&mut self.agents, request("plain", &thread)).await;
+        Monitor::start(self.redis.port())
+    }
 }
 
 fn run_key(run_id: &str) -> String {
@@ -65,18 +99,13 @@ fn request(agent: &str, thread: &str) -> pb::GenerateRequest {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_completed_runs_messages_are_saved_with_its_end_in_one_call() {
-    let redis = RedisServer::start();
-    let mock = MockOpenAi::start().await.expect("mock");
-    let dir = tempfile::tempdir().expect("dir");
-    let config = support::agent_config(&mock, AGENTS, &redis.url(), dir.path());
-    let server = support::start(config).await;
-    let mut agents = support::agents_client(&server).await;
-    warm_up(&mock, &mut agents).await;
-    let monitor = Monitor::start(redis.port());
+    let mut env = Env::start(None).await;
+    let monitor = env.monitor().await;
+    let (agents, mock) = (&mut env.agents, &env.mock);
 
     let thread = support::unique("t");
     mock.push(MockReply::Text("Hello there.".into()));
-    let chunks = support::generate(&mut agents, request("plain", &thread)).await;
+    let chunks = support::generate(agents, request("plain", &thread)).await;
     let result = support::finish(&chunks);
     assert_eq!(result.text, "Hello there.");
 
@@ -93,7 +122,7 @@ async fn a_completed_runs_messages_are_saved_with_its_end_in_one_call() {
         appends[0]
     );
     // Both landed: the thread holds the prompt and the answer, the run reads as ended.
-    let history = support::generate(&mut agents, request("plain", &thread)).await;
+    let history = support::generate(agents, request("plain", &thread)).await;
     drop(history);
     let sent = &mock.requests()[2]["messages"];
     let texts: Vec<&str> = sent
@@ -115,24 +144,19 @@ async fn a_completed_runs_messages_are_saved_with_its_end_in_one_call() {
         .expect("abort answers")
         .into_inner();
     assert!(!aborted.aborted, "the run is recorded as ended");
-    server.stop().await.expect("clean stop");
+    env.server.stop().await.expect("clean stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_suspended_run_saves_with_its_suspension_and_again_with_its_end() {
-    let redis = RedisServer::start();
-    let mock = MockOpenAi::start().await.expect("mock");
-    let dir = tempfile::tempdir().expect("dir");
-    let config = support::agent_config(&mock, AGENTS, &redis.url(), dir.path());
-    let server = support::start(config).await;
-    let mut agents = support::agents_client(&server).await;
-    warm_up(&mock, &mut agents).await;
-    let monitor = Monitor::start(redis.port());
+    let mut env = Env::start(None).await;
+    let monitor = env.monitor().await;
+    let (agents, mock) = (&mut env.agents, &env.mock);
 
     let thread = support::unique("t");
     mock.push(MockReply::ToolCalls(vec![("act".into(), json!({"n": 1}))]));
     mock.push(MockReply::Text("Done.".into()));
-    let chunks = support::generate(&mut agents, request("guarded", &thread)).await;
+    let chunks = support::generate(agents, request("guarded", &thread)).await;
     let suspended = support::finish(&chunks);
     assert_eq!(suspended.finish_reason(), pb::FinishReason::Suspended);
     let call_id = chunks
@@ -147,7 +171,7 @@ async fn a_suspended_run_saves_with_its_suspension_and_again_with_its_end() {
     assert_eq!(appends.len(), 1, "{appends:#?}");
     assert!(appends[0].contains(&run_key(&suspended.run_id)));
 
-    let mut approvals = ApprovalServiceClient::new(support::channel(&server).await);
+    let mut approvals = ApprovalServiceClient::new(support::channel(&env.server).await);
     let stream = approvals
         .approve(pb::ApproveRequest {
             run_id: suspended.run_id.clone(),
@@ -163,25 +187,20 @@ async fn a_suspended_run_saves_with_its_suspension_and_again_with_its_end() {
     let appends = appends_to(&monitor.commands(), &thread);
     assert_eq!(appends.len(), 2, "{appends:#?}");
     assert!(appends[1].contains(&run_key(&suspended.run_id)));
-    server.stop().await.expect("clean stop");
+    env.server.stop().await.expect("clean stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lease_is_renewed_while_a_run_streams_and_never_after_its_end() {
-    let redis = RedisServer::start();
-    let mock = MockOpenAi::start().await.expect("mock");
-    let dir = tempfile::tempdir().expect("dir");
-    let mut config = support::agent_config(&mock, AGENTS, &redis.url(), dir.path());
     // Renewed every 100 ms.
-    config.limits.run_lease_ms = 300;
-    let server = support::start(config).await;
-    let mut agents = support::agents_client(&server).await;
+    let mut env = Env::start(Some(300)).await;
+    let (agents, mock, redis) = (&mut env.agents, &env.mock, &env.redis);
     mock.push(MockReply::Slow {
         text: "one two three four five".into(),
         delay_per_delta: std::time::Duration::from_millis(150),
     });
     let thread = support::unique("t");
-    let chunks = support::generate(&mut agents, request("plain", &thread)).await;
+    let chunks = support::generate(agents, request("plain", &thread)).await;
     let run_id = support::finish(&chunks).run_id.clone();
 
     let version = || {
@@ -201,5 +220,5 @@ async fn the_lease_is_renewed_while_a_run_streams_and_never_after_its_end() {
     );
     let leased = redis.cli(&["zscore", "agentd:run-leases", &run_id]);
     assert!(leased.trim().is_empty(), "off the lease list: {leased:?}");
-    server.stop().await.expect("clean stop");
+    env.server.stop().await.expect("clean stop");
 }
