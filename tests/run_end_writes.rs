@@ -1,7 +1,7 @@
 //! A run's end costs one store call: its last messages and its record's end are written
 //! together, counted on a real Redis with `MONITOR`, for a run that completes and for one that
 //! suspends for an approval and is continued after it. Its lease is renewed while it runs and
-//! its record is never written after its end.
+//! its record is never written after its end; a run another replica took over writes neither.
 
 mod support;
 
@@ -11,6 +11,7 @@ use agentd::pb::agent_service_client::AgentServiceClient;
 use agentd::pb::approval_service_client::ApprovalServiceClient;
 use agentd::pb::chunk::Payload;
 use agentd::server::RunningServer;
+use futures::StreamExt;
 use serde_json::json;
 use support::redis::{Monitor, RedisServer};
 use tonic::transport::Channel;
@@ -220,5 +221,40 @@ async fn the_lease_is_renewed_while_a_run_streams_and_never_after_its_end() {
     );
     let leased = redis.cli(&["zscore", "agentd:run-leases", &run_id]);
     assert!(leased.trim().is_empty(), "off the lease list: {leased:?}");
+    env.server.stop().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_another_replica_took_over_writes_nothing_at_its_end() {
+    let mut env = Env::start(None).await;
+    env.mock.push(MockReply::Slow {
+        text: "one two three".into(),
+        delay_per_delta: std::time::Duration::from_millis(200),
+    });
+    let thread = support::unique("t");
+    let mut run = env
+        .agents
+        .generate(request("plain", &thread))
+        .await
+        .expect("generate starts")
+        .into_inner();
+    let first = run.next().await.expect("a first chunk").expect("no error");
+
+    // Meanwhile another replica claims the run: the same record under another owner, one
+    // version on (as a takeover writes it).
+    let key = run_key(&first.run_id);
+    let stored = env.redis.cli(&["hget", &key, "value"]);
+    let mut record: serde_json::Value = serde_json::from_str(stored.trim()).expect("a record");
+    record["owner"] = json!("another-replica");
+    let taken = record.to_string();
+    env.redis.cli(&["hset", &key, "value", &taken]);
+    env.redis.cli(&["hincrby", &key, "v", "1"]);
+
+    let rest = support::collect(run).await;
+    assert_eq!(support::finish(&rest).text, "one two three");
+    // Its end is the new owner's: neither the record nor the thread was written.
+    assert_eq!(env.redis.cli(&["hget", &key, "value"]).trim(), taken);
+    let msgs = format!("agentd:{{t:{thread}}}:msgs");
+    assert_eq!(env.redis.cli(&["llen", &msgs]).trim(), "0");
     env.server.stop().await.expect("clean stop");
 }
