@@ -439,6 +439,8 @@ impl Runtime {
         cancel: CancellationToken,
         reason: Arc<Mutex<Option<String>>>,
     ) {
+        // What this execution registered under the run's id: a continuation registers anew.
+        let registered = reason.clone();
         // Set up outside the future: only what crosses an await below is kept for the run's
         // whole life (an idle stream's memory), and the launch's box is freed at once.
         let Prepared {
@@ -513,7 +515,7 @@ impl Runtime {
             if record.status != RunStatus::Suspended {
                 em.complete();
             }
-            self.deregister(&run_id);
+            self.deregister(&run_id, &registered);
             let client = if handoff.is_some() {
                 em.take_client()
             } else {
@@ -548,8 +550,15 @@ impl Runtime {
         }
     }
 
-    fn deregister(&self, run_id: &str) {
-        if let Ok(mut live) = self.live.lock() {
+    /// Removes the run's entry if it is still the one registered with `reason`: a suspended
+    /// run's continuation may have registered (replacing it) once its record said suspended,
+    /// before this execution got here.
+    fn deregister(&self, run_id: &str, reason: &Arc<Mutex<Option<String>>>) {
+        if let Ok(mut live) = self.live.lock()
+            && live
+                .get(run_id)
+                .is_some_and(|entry| Arc::ptr_eq(&entry.reason, reason))
+        {
             live.remove(run_id);
         }
     }
