@@ -377,11 +377,14 @@ impl Store for EmbeddedStore {
         let messages = messages.clone();
         self.write(move |tx, ctx| {
             // Ownership first: a job that fails on it must have written nothing.
-            owned_thread(&tx.open_table(THREADS)?, &messages.key)?;
+            let mut rows = tx.open_table(THREADS)?;
+            let thread = owned_thread(&rows, &messages.key)?;
             let record = runs::cas_run(tx, ctx, &run)?;
             let first_message = match record {
-                Cas::Written(_) => Some(threads::append_messages(
+                Cas::Written(_) => Some(threads::append_to_thread(
                     tx,
+                    &mut rows,
+                    thread,
                     ctx.now_ms,
                     &messages.key,
                     messages.thread_meta.as_deref(),

@@ -75,13 +75,27 @@ pub(super) fn append_messages(
 ) -> StoreResult<u64> {
     let mut threads = tx.open_table(THREADS)?;
     let thread = owned_thread(&threads, key)?;
+    append_to_thread(tx, &mut threads, thread, now_ms, key, meta, messages)
+}
+
+/// [`append_messages`] to `thread`, the row of `key` as [`owned_thread`] read it from
+/// `threads` (`None`: the thread is created).
+pub(super) fn append_to_thread(
+    tx: &WriteTransaction,
+    threads: &mut redb::Table<&'static str, ThreadRow>,
+    thread: Option<Thread>,
+    now_ms: u64,
+    key: &ThreadKey,
+    meta: Option<&[u8]>,
+    messages: &[Bytes],
+) -> StoreResult<u64> {
     let first = thread.as_ref().map_or(0, |thread| thread.next);
     let mut table = tx.open_table(MESSAGES)?;
     for (position, message) in (first..).zip(messages) {
         table.insert((key.thread_id.as_str(), position), message.as_ref())?;
     }
     let added = u64::try_from(messages.len()).unwrap_or(u64::MAX);
-    save_thread(tx, &mut threads, key, thread, now_ms, meta, added)?;
+    save_thread(tx, threads, key, thread, now_ms, meta, added)?;
     Ok(first)
 }
 
