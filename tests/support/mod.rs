@@ -175,6 +175,17 @@ pub fn memory(thread: &str, resource: &str, last_messages: Option<i32>) -> pb::M
     }
 }
 
+/// The text contents of the messages the mock model was sent in its `request`-th call.
+pub fn sent_texts(mock: &MockOpenAi, request: usize) -> Vec<String> {
+    mock.requests()[request]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .map(str::to_owned)
+        .collect()
+}
+
 /// Collects a chunk stream to its end (bounded by 30 s).
 pub async fn collect(mut stream: tonic::Streaming<pb::Chunk>) -> Vec<pb::Chunk> {
     let mut chunks = Vec::new();
