@@ -2,6 +2,8 @@
 //! a decision recorded, continued by a replica, aborted while suspended. Pure: the runtime
 //! reads a record, calls one of these methods and compare-and-sets the result.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use super::decision;
@@ -67,10 +69,10 @@ pub struct RunRecord {
     /// continuation: the store's lease list then holds it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_until_ms: Option<i64>,
-    /// While running from its start: the request, so a takeover before the first checkpoint
-    /// can run it again (a checkpoint is `state`).
+    /// While running from its start: the request (the run's state shares it), so a takeover
+    /// before the first checkpoint can run it again (a checkpoint is `state`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request: Option<Box<RunRequest>>,
+    pub request: Option<Arc<RunRequest>>,
     /// An Abort that reached the record while it was running: a replica taking it over ends
     /// it instead of continuing it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,7 +96,7 @@ impl RunRecord {
     /// The record of a run starting now on `owner`, which holds its lease for `lease_ms`.
     pub fn start(
         run_id: &str,
-        request: &RunRequest,
+        request: &Arc<RunRequest>,
         fingerprint: String,
         (owner, lease_ms): (&str, i64),
         trace: (String, String),
@@ -118,7 +120,7 @@ impl RunRecord {
             trace: Some(trace),
             tenant: request.tenant.clone(),
             lease_until_ms: Some(now_ms.saturating_add(lease_ms)),
-            request: Some(Box::new(request.clone())),
+            request: Some(Arc::clone(request)),
             abort_reason: None,
         }
     }
@@ -269,10 +271,10 @@ mod tests {
     }
 
     fn suspended(calls: Vec<PendingCall>) -> RunRecord {
-        let request = RunRequest {
+        let request = Arc::new(RunRequest {
             agent_id: "a".into(),
             ..RunRequest::default()
-        };
+        });
         let mut record = RunRecord::start(
             "run",
             &request,

@@ -145,7 +145,11 @@ impl RunResult {
             Some(state) => Self::of(run_id, state, end),
             None => Self::of(
                 run_id,
-                &RunState::new(Default::default(), Vec::new(), false),
+                &RunState::new(
+                    crate::agent::request::RunRequest::default(),
+                    Vec::new(),
+                    false,
+                ),
                 end,
             ),
         }

@@ -227,6 +227,8 @@ impl Runtime {
 
         let span = run_span(&agent, &request, &run_id, parent.as_ref(), &[]);
         let trace = telemetry::run_trace_ids(&span, parent.as_ref());
+        // One copy of the request: the record (until the first checkpoint) and the state share it.
+        let request = Arc::new(request);
         let record = RunRecord::start(
             &run_id,
             &request,

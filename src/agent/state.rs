@@ -3,6 +3,7 @@
 //! it (status, ownership) is in `record.rs`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -226,8 +227,8 @@ pub struct OpenStep {
 /// Everything needed to continue a run elsewhere.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunState {
-    /// The request.
-    pub request: RunRequest,
+    /// The request, shared with the run record's copy (written until the first checkpoint).
+    pub request: Arc<RunRequest>,
     /// Remembered history loaded at the start.
     pub history: Vec<Message>,
     /// Messages of this run after the input (assistant, tool, signals).
@@ -288,7 +289,12 @@ fn is_zero(n: &u32) -> bool {
 
 impl RunState {
     /// The state of a new run: nothing done yet.
-    pub fn new(request: RunRequest, history: Vec<Message>, thread_existed: bool) -> Self {
+    pub fn new(
+        request: impl Into<Arc<RunRequest>>,
+        history: Vec<Message>,
+        thread_existed: bool,
+    ) -> Self {
+        let request = request.into();
         let title_pending = !thread_existed
             && request
                 .memory

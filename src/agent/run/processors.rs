@@ -5,6 +5,7 @@
 //! when the run has no processor.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use super::{RunOutcome, Runner};
 use crate::agent::emit::Emitter;
@@ -103,8 +104,9 @@ impl Runner {
             }
         }
         self.state.history = h;
-        self.state.request.context = c;
-        self.state.request.input = i;
+        let request = Arc::make_mut(&mut self.state.request);
+        request.context = c;
+        request.input = i;
     }
 
     async fn input_hook(&self, id: &str, messages: &mut Vec<Message>) -> Result<(), Halt> {

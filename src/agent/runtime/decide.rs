@@ -83,7 +83,7 @@ impl Runtime {
             let first_sequence = record.last_sequence;
             let decided = record.decide(call_id, decision.clone(), &self.replica, now_ms())?;
             if let Some(state) = record.state.as_mut() {
-                state.request.on_disconnect = on_disconnect;
+                Arc::make_mut(&mut state.request).on_disconnect = on_disconnect;
             }
             // Everything the continuation needs is read before the decision is written, so a
             // failure here leaves the run suspended rather than stuck "running".

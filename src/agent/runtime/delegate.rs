@@ -56,6 +56,8 @@ impl Runtime {
         // Made inside the delegation call's span, its child (in the caller's trace).
         let span = run_span(&agent, &request, &run_id, None, &[]);
         let trace = telemetry::run_trace_ids(&span, None);
+        // One copy of the request: the record (until the first checkpoint) and the state share it.
+        let request = Arc::new(request);
         let record = RunRecord::start(
             &run_id,
             &request,

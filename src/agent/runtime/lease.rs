@@ -320,7 +320,7 @@ impl Runtime {
             (*state, tasks, Entry::Checkpoint)
         } else if let Some(request) = record.request.clone() {
             let (state, tasks) = self
-                .fresh_state(&agent, *request)
+                .fresh_state(&agent, request)
                 .await
                 .map_err(|e| e.to_string())?;
             (state, tasks, Entry::Start)

@@ -2,6 +2,8 @@
 //! newest messages end inside a long response), task list, working memory and the waiting
 //! client tools auto-resume offers. Also what a takeover before the first checkpoint uses.
 
+use std::sync::Arc;
+
 use super::{MAX_HISTORY_READ, Runtime};
 use crate::agent::AgentDef;
 use crate::agent::error::RunError;
@@ -20,7 +22,7 @@ impl Runtime {
     pub(super) async fn fresh_state(
         &self,
         agent: &AgentDef,
-        request: RunRequest,
+        request: Arc<RunRequest>,
     ) -> Result<(RunState, TaskList), RunError> {
         let working = agent.run_working_memory(&request);
         let (history, tasks, thread_existed, working_data) =
