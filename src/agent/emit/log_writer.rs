@@ -1,0 +1,188 @@
+//! A run's log writer: the chunks its emitter numbers wait in a shared queue and a task appends
+//! them to the store in batches.
+//!
+//! A queue behind a lock, not a channel: a tokio channel reserves a block of 32 slots per run,
+//! which every idle stream would pin, and wakes its receiver on every send, where this queue
+//! wakes the writer once per batch (its first chunk, a full batch, the run's end).
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tracing::warn;
+
+use crate::store::{LogLimits, Store};
+
+/// How long the log writer waits for more chunks before it writes what it has. A model
+/// streaming fast (or an instant one) then costs a store call per few milliseconds, not per
+/// chunk; a follower on another replica sees chunks at most this much later. The run's last
+/// chunks are written at once: dropping the emitter closes the queue.
+const LOG_LINGER: Duration = Duration::from_millis(5);
+
+/// Most chunks in one store call.
+const LOG_BATCH: usize = 256;
+
+/// Most bytes of chunks the writer keeps to seal a log; a longer log stays as it is.
+const SEAL_MAX_BYTES: usize = 4 << 20;
+
+/// The emitter's end of a run's log: chunks go in, and dropping it tells the writer that
+/// nothing more comes.
+pub(super) struct LogSender(Arc<LogQueue>);
+
+/// Completes when every chunk emitted before the emitter was dropped is in the store.
+pub struct LogFlush(JoinHandle<()>);
+
+impl LogFlush {
+    /// Waits for the log writer to finish.
+    pub async fn wait(self) {
+        let _ = self.0.await;
+    }
+}
+
+#[derive(Default)]
+struct LogQueue {
+    pending: Mutex<Pending>,
+    /// Wakes the writer: a notification while it is busy is kept for its next wait.
+    wake: Notify,
+}
+
+#[derive(Default)]
+struct Pending {
+    /// Numbered, encoded chunks not yet taken by the writer.
+    chunks: Vec<(u64, Bytes)>,
+    /// The run has ended for good (not suspended): the log is complete once written.
+    complete: bool,
+    /// The sender is gone: nothing more comes.
+    closed: bool,
+}
+
+impl LogQueue {
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        // The lock guards plain data no holder can leave half-changed: a poisoned one is fine.
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A log writer for `run_id`, started now; `whole` keeps every chunk to seal the log (see
+/// [`write_log`]).
+pub(super) fn start(
+    store: Arc<dyn Store>,
+    run_id: String,
+    limits: LogLimits,
+    whole: Option<Vec<(u64, Bytes)>>,
+) -> (LogSender, LogFlush) {
+    let queue = Arc::new(LogQueue::default());
+    let writer = tokio::spawn(write_log(store, run_id, queue.clone(), limits, whole));
+    (LogSender(queue), LogFlush(writer))
+}
+
+impl LogSender {
+    /// Queues the chunk numbered `sequence`.
+    pub(super) fn push(&self, sequence: u64, chunk: Bytes) {
+        // A writer that is gone (it panicked) only means the log stops growing; the run goes
+        // on, and the chunks are not kept.
+        if Arc::strong_count(&self.0) == 1 {
+            return;
+        }
+        let mut pending = self.0.lock();
+        pending.chunks.push((sequence, chunk));
+        let len = pending.chunks.len();
+        drop(pending);
+        // The first chunk starts the writer's linger; a full batch ends it early.
+        if len == 1 || len == LOG_BATCH {
+            self.0.wake.notify_one();
+        }
+    }
+
+    /// Marks the log complete: the run will not emit again.
+    pub(super) fn complete(&self) {
+        self.0.lock().complete = true;
+    }
+}
+
+impl Drop for LogSender {
+    fn drop(&mut self) {
+        self.0.lock().closed = true;
+        self.0.wake.notify_one();
+    }
+}
+
+/// Appends chunks in batches: whatever arrives within [`LOG_LINGER`] of the first unwritten
+/// one. With `whole` (the emitter started the log) it keeps every chunk and, when the run says
+/// it is complete, writes the last batch as a seal of the whole log.
+async fn write_log(
+    store: Arc<dyn Store>,
+    run_id: String,
+    queue: Arc<LogQueue>,
+    limits: LogLimits,
+    mut whole: Option<Vec<(u64, Bytes)>>,
+) {
+    let mut kept = 0usize;
+    loop {
+        // Wait for a first chunk, or the end.
+        loop {
+            let woken = queue.wake.notified();
+            {
+                let pending = queue.lock();
+                if !pending.chunks.is_empty() || pending.closed {
+                    break;
+                }
+            }
+            woken.await;
+        }
+        // Linger for more, unless the run ended or the batch is full.
+        let deadline = Instant::now() + LOG_LINGER;
+        loop {
+            let woken = queue.wake.notified();
+            {
+                let pending = queue.lock();
+                if pending.closed || pending.chunks.len() >= LOG_BATCH {
+                    break;
+                }
+            }
+            if tokio::time::timeout_at(deadline, woken).await.is_err() {
+                break;
+            }
+        }
+        let (batch, last, complete) = {
+            let mut pending = queue.lock();
+            let batch: Vec<_> = if pending.chunks.len() > LOG_BATCH {
+                pending.chunks.drain(..LOG_BATCH).collect()
+            } else {
+                std::mem::take(&mut pending.chunks)
+            };
+            (
+                batch,
+                pending.closed && pending.chunks.is_empty(),
+                pending.complete,
+            )
+        };
+        if let Some(all) = &mut whole {
+            kept += batch.iter().map(|(_, b)| b.len()).sum::<usize>();
+            if kept > SEAL_MAX_BYTES {
+                whole = None;
+            } else {
+                all.extend(batch.iter().cloned());
+            }
+        }
+        let written = match (&mut whole, complete && last) {
+            (Some(all), true) => {
+                store
+                    .seal_chunks(&run_id, batch, std::mem::take(all), limits)
+                    .await
+            }
+            _ if batch.is_empty() => Ok(()),
+            _ => store.append_chunks(&run_id, batch, limits).await,
+        };
+        if let Err(e) = written {
+            crate::telemetry::metrics().store_error("append_chunks");
+            warn!(run_id, error = %e, "could not append to the run log; Observe will miss chunks");
+        }
+        if last {
+            break;
+        }
+    }
+}
