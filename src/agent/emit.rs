@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
+use futures::SinkExt;
+use futures::channel::mpsc;
 use prost::Message as _;
-use tokio::sync::mpsc;
 
 use super::error::RunError;
 use super::event::Event;
@@ -20,8 +21,8 @@ pub use log_writer::LogFlush;
 use log_writer::LogSender;
 
 /// Chunks sent to a client stream. Boxed: a chunk is as large as its largest payload (the
-/// whole result), and the channel's buffer blocks hold 32 slots each, so an idle stream would
-/// otherwise pin tens of KiB.
+/// whole result). A futures channel: it allocates per queued chunk, where a tokio one reserves
+/// a block of 32 slots that every idle stream would pin.
 pub type ClientSender = mpsc::Sender<Result<Box<pb::Chunk>, RunError>>;
 
 /// Numbers chunks and delivers them to the client and to the log.
@@ -82,7 +83,7 @@ impl Emitter {
         let chunk = self.number(&event);
         drop(event);
         async move {
-            if let (Some(client), Some(chunk)) = (&self.client, chunk)
+            if let (Some(client), Some(chunk)) = (self.client.as_mut(), chunk)
                 && client.send(Ok(chunk)).await.is_err()
             {
                 self.client = None;

@@ -22,8 +22,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use prost::Message as _;
 use serde_json::{Value, json};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
-use tokio_stream::wrappers::ReceiverStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, warn};
 
@@ -299,7 +298,7 @@ impl Runtime {
 
     /// [`Runtime::spawn`], stopped when `cancel` is (a sub-agent's run: its supervisor's).
     fn spawn_with(self: &Arc<Self>, launch: Launch, cancel: CancellationToken) -> ChunkStream {
-        let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
+        let (tx, rx) = futures::channel::mpsc::channel(CLIENT_BUFFER);
         let reason = Arc::new(Mutex::new(None));
         let on_disconnect = launch.state.request.on_disconnect;
         let run_id = launch.record.run_id.clone();
@@ -311,7 +310,7 @@ impl Runtime {
                 .instrument(span),
         );
         ClientStream {
-            inner: ReceiverStream::new(rx),
+            inner: rx,
             _active: telemetry::metrics().stream_opened(),
             on_disconnect,
             runtime: self.clone(),

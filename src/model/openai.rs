@@ -54,7 +54,6 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::sse::SseParser;
@@ -318,12 +317,13 @@ impl ModelProvider for OpenAiProvider {
 
         // The body is read by its own task so that cancellation drops the connection at once,
         // even while the consumer is busy elsewhere and not polling the stream.
-        let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+        let (tx, rx) = futures::channel::mpsc::channel(CHANNEL_CAPACITY);
         let finished = CancellationToken::new();
+        let gone = cancel.child_token();
         tokio::spawn(pump_body(
             response,
             tx,
-            cancel.clone(),
+            (cancel.clone(), gone.clone()),
             finished.clone(),
             self.idle_timeout,
         ));
@@ -331,6 +331,7 @@ impl ModelProvider for OpenAiProvider {
         let state = EventStream {
             rx,
             cancel,
+            stop_pump: gone.drop_guard(),
             finished,
             parser: SseParser::new(),
             decoder: ChunkDecoder::new(headers, warnings),

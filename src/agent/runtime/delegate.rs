@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{SinkExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
@@ -125,7 +125,7 @@ impl Runtime {
                 return;
             }
         };
-        let Some(client) = client else {
+        let Some(mut client) = client else {
             return;
         };
         while let Some(item) = stream.next().await {

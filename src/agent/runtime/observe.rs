@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::stream::{Stream, StreamExt};
-use tokio_stream::wrappers::ReceiverStream;
 
 use super::{ChunkStream, Runtime, decode_chunk, is_finish};
 use crate::agent::error::RunError;
@@ -65,7 +64,7 @@ impl Runtime {
 
 /// A client's view of a run: when it goes away with `on_disconnect = ABORT`, the run stops.
 pub(super) struct ClientStream {
-    pub(super) inner: ReceiverStream<Result<Box<pb::Chunk>, RunError>>,
+    pub(super) inner: futures::channel::mpsc::Receiver<Result<Box<pb::Chunk>, RunError>>,
     pub(super) _active: telemetry::ActiveStream,
     pub(super) on_disconnect: OnDisconnect,
     pub(super) runtime: Arc<Runtime>,

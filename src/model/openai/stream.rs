@@ -6,9 +6,10 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::channel::mpsc;
+use futures::{SinkExt, StreamExt};
 use serde_json::Value;
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::decode::ChunkDecoder;
 use super::{describe, preview};
@@ -21,25 +22,26 @@ const JSON_BODY_LIMIT: usize = 16 * 1024 * 1024;
 /// dropped instead of being reused.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Copies the response body into `tx` until EOF, an error, cancellation, or the consumer leaves.
+/// Copies the response body into `tx` until EOF, an error, cancellation, or the consumer leaves
+/// (`gone`: a child of `cancel` the consumer cancels when it fails or is dropped).
 ///
 /// `finished` means the consumer saw the end of the answer (`[DONE]`): what is left of the body
 /// (normally just the chunked-encoding terminator) is drained so the connection can be reused.
 pub(super) async fn pump_body(
     mut response: reqwest::Response,
-    tx: mpsc::Sender<Result<Bytes, ModelError>>,
-    cancel: CancellationToken,
+    mut tx: mpsc::Sender<Result<Bytes, ModelError>>,
+    (cancel, gone): (CancellationToken, CancellationToken),
     finished: CancellationToken,
     idle_timeout: Duration,
 ) {
     loop {
         let read = tokio::select! {
             biased;
+            // First: a consumer that saw the end and left still lets the tail be drained.
+            _ = finished.cancelled() => break,
             // Returning drops `response`, which closes the connection (HTTP/1) or resets the
             // stream (HTTP/2): the provider stops generating and billing.
-            _ = cancel.cancelled() => return,
-            _ = finished.cancelled() => break,
-            _ = tx.closed() => return,
+            _ = gone.cancelled() => return,
             read = tokio::time::timeout(idle_timeout, response.chunk()) => read,
         };
         let item = match read {
@@ -56,14 +58,15 @@ pub(super) async fn pump_body(
         let is_err = item.is_err();
         tokio::select! {
             biased;
-            _ = cancel.cancelled() => return,
             _ = finished.cancelled() => break,
+            _ = gone.cancelled() => return,
             sent = tx.send(item) => if sent.is_err() { return },
         }
         if is_err {
             return;
         }
     }
+    // The consumer may leave now: only the run's cancellation stops the drain.
     let drain = async { while let Ok(Some(_)) = response.chunk().await {} };
     tokio::select! {
         _ = cancel.cancelled() => {}
@@ -73,8 +76,12 @@ pub(super) async fn pump_body(
 
 /// The consumer side: turns body bytes into [`ModelEvent`]s.
 pub(super) struct EventStream {
+    /// Read from the pump: a futures channel, which holds a few hundred bytes while the model
+    /// is silent where a tokio one reserves a block of 32 slots (an idle stream's memory).
     pub(super) rx: mpsc::Receiver<Result<Bytes, ModelError>>,
     pub(super) cancel: CancellationToken,
+    /// Stops the pump (its `gone`) when this stream fails or is dropped.
+    pub(super) stop_pump: DropGuard,
     /// Tells the pump the answer is complete (see [`pump_body`]).
     pub(super) finished: CancellationToken,
     pub(super) parser: SseParser,
@@ -98,7 +105,7 @@ impl EventStream {
             let read = tokio::select! {
                 biased;
                 _ = self.cancel.cancelled() => Some(Err(ModelError::Cancelled)),
-                read = self.rx.recv() => read,
+                read = self.rx.next() => read,
             };
             match read {
                 Some(Ok(bytes)) => self.on_bytes(&bytes),
@@ -122,8 +129,9 @@ impl EventStream {
     fn fail(&mut self, error: ModelError) {
         self.pending.push_back(Err(error));
         self.done = true;
-        // Dropping the receiver stops the pump and with it the connection.
+        // Stopping the pump drops the connection.
         self.rx.close();
+        self.stop_pump.token().cancel();
     }
 
     fn finish(&mut self) {
