@@ -186,3 +186,72 @@ async fn write_log(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::embedded::EmbeddedStore;
+
+    const LIMITS: LogLimits = LogLimits {
+        max_chunks: 10_000,
+        ttl: Duration::from_secs(60),
+    };
+
+    fn chunk(sequence: u64) -> Bytes {
+        Bytes::from(format!("chunk {sequence}"))
+    }
+
+    #[tokio::test]
+    async fn every_chunk_lands_in_order_when_the_sender_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
+        let (log, flush) = start(store.clone(), "run".into(), LIMITS, None);
+        // More than two batches' worth, pushed at once.
+        let count = (LOG_BATCH * 2 + 10) as u64;
+        for sequence in 1..=count {
+            log.push(sequence, chunk(sequence));
+        }
+        drop(log);
+        flush.wait().await;
+        let written = store.read_chunks("run", 0).await.unwrap();
+        let expected: Vec<_> = (1..=count).map(|s| (s, chunk(s))).collect();
+        assert_eq!(written, expected);
+    }
+
+    #[tokio::test]
+    async fn a_batch_is_written_while_the_run_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
+        let (log, flush) = start(store.clone(), "run".into(), LIMITS, None);
+        log.push(1, chunk(1));
+        log.push(2, chunk(2));
+        // The linger ends with the sender still there: Observe sees the chunks meanwhile.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let written = store.read_chunks("run", 0).await.unwrap();
+            if written.len() == 2 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "written so far: {written:?}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        log.push(3, chunk(3));
+        drop(log);
+        flush.wait().await;
+        let written = store.read_chunks("run", 0).await.unwrap();
+        assert_eq!(written.last(), Some(&(3, chunk(3))));
+    }
+
+    #[tokio::test]
+    async fn a_sender_dropped_with_nothing_queued_ends_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
+        let (log, flush) = start(store.clone(), "run".into(), LIMITS, None);
+        log.complete();
+        drop(log);
+        tokio::time::timeout(Duration::from_secs(10), flush.wait())
+            .await
+            .expect("the writer ends");
+        assert!(store.read_chunks("run", 0).await.unwrap().is_empty());
+    }
+}
