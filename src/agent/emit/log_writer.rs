@@ -64,6 +64,25 @@ impl LogQueue {
         // The lock guards plain data no holder can leave half-changed: a poisoned one is fine.
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Waits until `ready` holds for what is pending, or until `deadline` passes.
+    async fn wait_for(&self, ready: impl Fn(&Pending) -> bool, deadline: Option<Instant>) {
+        loop {
+            // Made before the check: a notification in between is kept for it.
+            let woken = self.wake.notified();
+            if ready(&self.lock()) {
+                return;
+            }
+            match deadline {
+                None => woken.await,
+                Some(at) => {
+                    if tokio::time::timeout_at(at, woken).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// A log writer for `run_id`, started now; `whole` keeps every chunk to seal the log (see
@@ -122,31 +141,15 @@ async fn write_log(
 ) {
     let mut kept = 0usize;
     loop {
-        // Wait for a first chunk, or the end.
-        loop {
-            let woken = queue.wake.notified();
-            {
-                let pending = queue.lock();
-                if !pending.chunks.is_empty() || pending.closed {
-                    break;
-                }
-            }
-            woken.await;
-        }
-        // Linger for more, unless the run ended or the batch is full.
-        let deadline = Instant::now() + LOG_LINGER;
-        loop {
-            let woken = queue.wake.notified();
-            {
-                let pending = queue.lock();
-                if pending.closed || pending.chunks.len() >= LOG_BATCH {
-                    break;
-                }
-            }
-            if tokio::time::timeout_at(deadline, woken).await.is_err() {
-                break;
-            }
-        }
+        // Wait for a first chunk, or the end; then linger for more, unless the run ended or
+        // the batch is full.
+        queue
+            .wait_for(|p| !p.chunks.is_empty() || p.closed, None)
+            .await;
+        let linger = Some(Instant::now() + LOG_LINGER);
+        queue
+            .wait_for(|p| p.closed || p.chunks.len() >= LOG_BATCH, linger)
+            .await;
         let (batch, last, complete) = {
             let mut pending = queue.lock();
             let batch: Vec<_> = if pending.chunks.len() > LOG_BATCH {
