@@ -80,6 +80,7 @@ pub async fn open_store(
                     StoreSync::Batch => EmbeddedOptions::default().durable_every,
                     StoreSync::Always => Duration::ZERO,
                 },
+                cache_bytes: config.store.cache_bytes(),
                 ..EmbeddedOptions::default()
             };
             let store = EmbeddedStore::open_with(&dir, options)

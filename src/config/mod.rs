@@ -10,6 +10,7 @@ use clap::Parser;
 use serde::Deserialize;
 
 use crate::model::ProviderConfig;
+use crate::store::embedded::DEFAULT_CACHE_BYTES;
 use crate::store::redis::RedisTarget;
 
 mod agent;
@@ -147,6 +148,8 @@ overrides! {
     /// When the embedded store's writes reach the disk: batch (group commit, at most 100 ms
     /// after the acknowledgement) or always (before it).
     store_sync: StoreSync => store.sync, "AGENTD_STORE_SYNC";
+    /// Memory, in MiB, the embedded store caches its file in (bounds its share of the RSS).
+    store_cache_mb: u64 => store.cache_mb, "AGENTD_STORE_CACHE_MB";
     /// Log format: text or json.
     log_format: LogFormat => log.format, "AGENTD_LOG_FORMAT";
     /// Log filter, e.g. info or agentd=debug,info.
@@ -310,7 +313,13 @@ pub struct StoreConfig {
     pub wait_timeout_ms: u64,
     /// When the embedded store's acknowledged writes are on disk.
     pub sync: StoreSync,
+    /// Memory the embedded store caches its file in, in MiB: the bound on what its data adds
+    /// to the process's RSS (redb's own default is 1 GiB).
+    pub cache_mb: u64,
 }
+
+/// Largest [`StoreConfig::cache_mb`] accepted (1 TiB).
+const MAX_STORE_CACHE_MB: u64 = 1 << 20;
 
 /// When the embedded store's acknowledged writes are on disk.
 #[cfg_attr(test, derive(serde::Serialize))]
@@ -333,6 +342,7 @@ impl Default for StoreConfig {
             wait_replicas: 0,
             wait_timeout_ms: 500,
             sync: StoreSync::Batch,
+            cache_mb: (DEFAULT_CACHE_BYTES >> 20) as u64,
         }
     }
 }
@@ -347,6 +357,12 @@ pub enum StoreKind {
 }
 
 impl StoreConfig {
+    /// The embedded store's cache, in bytes.
+    pub fn cache_bytes(&self) -> usize {
+        let bytes = self.cache_mb.min(MAX_STORE_CACHE_MB) << 20;
+        usize::try_from(bytes).unwrap_or(usize::MAX)
+    }
+
     /// Which store to open.
     pub fn kind(&self) -> Result<StoreKind, ConfigError> {
         let url = self.url.trim();
@@ -560,6 +576,12 @@ impl Config {
     /// Checks consistency: store URL, unique ids, agents naming known providers and tools.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.store.kind()?;
+        if !(1..=MAX_STORE_CACHE_MB).contains(&self.store.cache_mb) {
+            return Err(invalid(&format!(
+                "store.cache_mb must be between 1 and {MAX_STORE_CACHE_MB}, got {}",
+                self.store.cache_mb
+            )));
+        }
         self.server.tls.validate()?;
         self.web.validate()?;
         self.playground.validate(&self.web)?;

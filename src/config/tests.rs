@@ -237,6 +237,26 @@ fn cluster_and_sentinel_urls_are_checked_at_start_up() {
 }
 
 #[test]
+fn store_cache_is_set_by_file_and_flag_and_bounded() {
+    assert_eq!(Config::default().store.cache_mb, 64);
+    assert_eq!(Config::default().store.cache_bytes(), 64 << 20);
+    let config = Config::from_toml("[store]\ncache_mb = 16\n").unwrap();
+    assert_eq!(config.store.cache_bytes(), 16 << 20);
+    let cli = Cli::try_parse_from(["agentd", "--store-cache-mb", "8"]).unwrap();
+    let mut applied = config.clone();
+    applied.apply(&cli);
+    assert_eq!(applied.store.cache_mb, 8);
+    applied.validate().unwrap();
+    for bad in [0, (1 << 20) + 1] {
+        let mut config = Config::default();
+        config.store.cache_mb = bad;
+        let err = config.validate().unwrap_err().to_string();
+        assert!(err.contains("store.cache_mb"), "{err}");
+        assert!(err.contains(&bad.to_string()), "{err}");
+    }
+}
+
+#[test]
 fn store_sync_is_for_the_embedded_store() {
     let config = Config::from_toml("[store]\nsync = \"always\"\n").unwrap();
     assert_eq!(config.store.sync, StoreSync::Always);

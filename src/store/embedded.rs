@@ -107,6 +107,10 @@ const INLINE_WINDOW: usize = 64;
 /// Most expired records purged per sweep (bounds the writer's pause).
 const SWEEP_LIMIT: usize = 1000;
 
+/// Default of [`EmbeddedOptions::cache_bytes`]: the hot part of the B-trees fits many times
+/// over, where redb's own default (1 GiB) lets a busy store's RSS grow past a pod's limit.
+pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
+
 /// Tuning of an [`EmbeddedStore`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EmbeddedOptions {
@@ -116,6 +120,9 @@ pub struct EmbeddedOptions {
     pub sweep_every: Duration,
     /// Notifications buffered per topic before a slow subscriber lags.
     pub channel_capacity: usize,
+    /// Memory redb caches the file in (read pages and dirty pages not yet written): the bound
+    /// on what the data adds to the RSS.
+    pub cache_bytes: usize,
 }
 
 impl Default for EmbeddedOptions {
@@ -124,6 +131,7 @@ impl Default for EmbeddedOptions {
             durable_every: Duration::from_millis(100),
             sweep_every: Duration::from_secs(5),
             channel_capacity: 256,
+            cache_bytes: DEFAULT_CACHE_BYTES,
         }
     }
 }
@@ -186,7 +194,9 @@ impl EmbeddedStore {
         std::fs::create_dir_all(dir).map_err(|e| {
             StoreError::Unavailable(format!("cannot create {}: {e}", dir.display()))
         })?;
-        let db = Database::create(dir.join("agentd.redb"))?;
+        let db = redb::Builder::new()
+            .set_cache_size(options.cache_bytes)
+            .create(dir.join("agentd.redb"))?;
         create_tables(&db)?;
         let capacity = options.channel_capacity.max(1);
         let shared = Arc::new(Shared {

@@ -107,6 +107,9 @@ enum Stores {
     RedisSentinel,
 }
 
+/// Bytes in a MiB, for memory figures.
+const MIB: f64 = 1024.0 * 1024.0;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -228,6 +231,9 @@ impl Bench<'_> {
         self.record("generate", "c=1 throughput".into(), "runs/s", one);
         self.record("generate", "c=16 throughput".into(), "runs/s", sixteen);
         self.record("generate", "c=16 agentd CPU per run".into(), "ms", cpu);
+        // Once: the peak over every round, so the store's cache had the whole load to grow in.
+        let peak = procs.agentd_peak_rss()? as f64 / MIB;
+        self.record("generate", "agentd peak RSS".into(), "MiB", vec![peak]);
         Ok(())
     }
 
@@ -296,7 +302,6 @@ impl Bench<'_> {
         let streams = self.args.idle_streams.max(1);
         let (mut held, mut per_stream, mut after, mut baseline) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        const MIB: f64 = 1024.0 * 1024.0;
         for round in 0..self.args.rounds {
             // A fresh agentd each round: a second round in the same process reuses the memory
             // the first freed, which would hide what a stream costs.

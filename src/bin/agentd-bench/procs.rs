@@ -234,12 +234,22 @@ impl Procs {
 
     /// agentd's resident memory, in bytes (`VmRSS` of /proc).
     pub fn agentd_rss(&self) -> anyhow::Result<u64> {
+        self.agentd_status("VmRSS")
+    }
+
+    /// The most resident memory agentd has had so far, in bytes (`VmHWM` of /proc).
+    pub fn agentd_peak_rss(&self) -> anyhow::Result<u64> {
+        self.agentd_status("VmHWM")
+    }
+
+    /// A memory field of agentd's /proc status, in bytes.
+    fn agentd_status(&self, field: &str) -> anyhow::Result<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.agentd_pid))?;
         let kib = status
             .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .context("no VmRSS in /proc status")?;
+            .with_context(|| format!("no {field} in /proc status"))?;
         Ok(kib * 1024)
     }
 }

@@ -211,3 +211,39 @@ async fn logs_written_one_chunk_per_row_read_and_trim_with_batches() {
         .unwrap();
     assert_eq!(rows, (0, 2));
 }
+
+/// A cache far smaller than the data (redb evicts read pages and writes dirty ones out early)
+/// changes nothing a reader sees, also after a reopen.
+#[tokio::test]
+async fn a_small_cache_holds_more_data_than_fits_in_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = EmbeddedOptions {
+        cache_bytes: 256 << 10,
+        ..EmbeddedOptions::default()
+    };
+    let threads = 64;
+    let message = |t: usize, i: usize| Bytes::from(format!("{t}:{i}:{}", "x".repeat(2000)));
+    {
+        let store = open(&dir, options);
+        // About 2.5 MiB of messages, ten times the cache.
+        for t in 0..threads {
+            let key = ThreadKey {
+                thread_id: format!("t{t}"),
+                resource_id: "r".into(),
+            };
+            let batch = (0..20).map(|i| message(t, i)).collect();
+            store.append_messages(&key, None, batch).await.unwrap();
+        }
+        store.close().await;
+    }
+    let store = open(&dir, options);
+    for t in 0..threads {
+        let key = ThreadKey {
+            thread_id: format!("t{t}"),
+            resource_id: "r".into(),
+        };
+        let view = store.load_thread(&key, 20, &[]).await.unwrap();
+        let expected: Vec<Bytes> = (0..20).map(|i| message(t, i)).collect();
+        assert_eq!(view.messages, expected, "thread t{t}");
+    }
+}
