@@ -62,9 +62,9 @@ impl TaskLists {
         TaskList::decode(doc.as_ref())
     }
 
-    /// Applies `op` to the stored list atomically, in the store's own write step (a store
-    /// without one reads, then compares-and-sets, recomputing on a concurrent change), so no
-    /// update is lost.
+    /// Applies `op` to the stored list atomically, in the store's own write step (Redis
+    /// compares-and-sets from its last sight of the list, or a read, recomputing on a
+    /// concurrent change), so no update is lost.
     pub async fn apply<F>(&self, key: &ThreadKey, op: F) -> StoreResult<tasks::Outcome>
     where
         F: Fn(&[Task]) -> tasks::Outcome + Send + 'static,

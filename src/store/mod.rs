@@ -234,10 +234,13 @@ pub trait Store: Send + Sync + 'static {
     /// Rewrites a document from its current value in one atomic step: `edit` sees the stored
     /// value (`None` when absent) and returns the new one, or `None` to leave it as is. Returns
     /// the document's version afterwards (0 = absent). Same ownership, thread creation and
-    /// notifications as [`Store::cas_doc`]; `edit` may run more than once.
+    /// notifications as [`Store::cas_doc`]; `edit` may run more than once, and may first run on
+    /// a guess of the value: only its last run counts, one whose value was written or that saw
+    /// the stored value.
     ///
     /// The default reads, then writes with compare-and-set, retrying on a concurrent change; a
-    /// store that can run `edit` inside its own write step overrides it to save the read.
+    /// store that can run `edit` inside its own write step overrides it to save the read (the
+    /// embedded store), and one that can check a guess in its write does too (Redis).
     async fn update_doc(&self, key: &ThreadKey, kind: &str, mut edit: DocEdit) -> StoreResult<u64> {
         let mut current = self.get_doc(key, kind).await?;
         loop {

@@ -40,14 +40,15 @@ use futures::stream::{BoxStream, StreamExt};
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult};
 
 use super::{
-    Cas, EndWritten, LogEntry, LogLimits, MessageAppend, MessageQuery, RunWrite, Store, StoreError,
-    StoreResult, StoredMessage, ThreadCursor, ThreadInfo, ThreadKey, ThreadOrder, ThreadView,
-    VectorBatch, VectorEntry, Versioned, end_run_in_two_calls,
+    Cas, DocEdit, EndWritten, LogEntry, LogLimits, MessageAppend, MessageQuery, RunWrite, Store,
+    StoreError, StoreResult, StoredMessage, ThreadCursor, ThreadInfo, ThreadKey, ThreadOrder,
+    ThreadView, VectorBatch, VectorEntry, Versioned, end_run_in_two_calls,
 };
 
 mod cluster;
 mod codec;
 mod conn;
+mod docs;
 mod failover;
 mod hub;
 mod keys;
@@ -66,8 +67,8 @@ use keys::{
     watch_channel,
 };
 use scripts::{
-    APPEND_MESSAGES, CAS_DOC, CAS_PLAIN, CAS_RUN, CAS_RUN_LEASED, CLAIM_KEY, END_RUN, GET_DOC,
-    Invocation, LOAD_THREAD, StoreScript, read_script, script,
+    APPEND_MESSAGES, CAS_PLAIN, CAS_RUN, CAS_RUN_LEASED, CLAIM_KEY, END_RUN, Invocation,
+    LOAD_THREAD, StoreScript, read_script, script,
 };
 
 /// Error code raised by the scripts when a thread belongs to another resource.
@@ -109,6 +110,8 @@ pub struct RedisStore {
     /// Notified after every call that failed for want of Redis (I/O error, timeout, dropped
     /// connection), so health turns NOT_SERVING at the first failure, not at the next probe.
     failures: Option<Arc<tokio::sync::Notify>>,
+    /// The thread documents this replica read or wrote last (see `redis/docs.rs`).
+    recent: Arc<docs::RecentDocs>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -136,6 +139,7 @@ impl RedisStore {
             backend: Arc::new(backend),
             options,
             failures: None,
+            recent: Arc::new(docs::RecentDocs::new()),
         };
         // Cluster keyspaces never held threads from before the listings (and SCAN has no single
         // route on a cluster).
@@ -279,13 +283,7 @@ impl Store for RedisStore {
     }
 
     async fn get_doc(&self, key: &ThreadKey, kind: &str) -> StoreResult<Option<Versioned>> {
-        let mut script = self.invoke(&GET_DOC);
-        script
-            .key(thread_key(&key.thread_id, "meta"))
-            .key(doc_key(&key.thread_id, kind))
-            .arg(&key.resource_id);
-        let found: Option<(u64, Bytes)> = self.eval(&script).await.map_err(thread_err(key))?;
-        Ok(found.map(versioned))
+        self.doc_get(key, kind).await
     }
 
     async fn cas_doc(
@@ -295,19 +293,11 @@ impl Store for RedisStore {
         expected: u64,
         value: Bytes,
     ) -> StoreResult<Cas> {
-        let mut script = self.invoke(&CAS_DOC);
-        let [by_created, by_updated] = self.listing_keys(key);
-        script
-            .key(thread_key(&key.thread_id, "meta"))
-            .key(doc_key(&key.thread_id, kind))
-            .key(by_created)
-            .key(by_updated)
-            .arg(&key.resource_id)
-            .arg(expected)
-            .arg(value.as_ref())
-            .arg(watch_channel(key, kind))
-            .arg(&key.thread_id);
-        decode_cas(self.eval_thread(&script, key).await?)
+        self.doc_cas(key, kind, expected, &value, None).await
+    }
+
+    async fn update_doc(&self, key: &ThreadKey, kind: &str, edit: DocEdit) -> StoreResult<u64> {
+        self.doc_update(key, kind, edit).await
     }
 
     async fn watch_doc(

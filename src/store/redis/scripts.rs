@@ -46,10 +46,12 @@ local function read_versioned(key)
   return false
 end
 -- Compare-and-set of a versioned hash: {1, new_version} or {0} / {0, v, value} on conflict.
--- Versions are compared as decimal strings, so no float rounding can make them match.
-local function cas_versioned(key, expected, value, now)
+-- Versions are compared as decimal strings, so no float rounding can make them match. With
+-- `same`, the stored value must also be those bytes: a version alone repeats once a deleted
+-- thread is created again.
+local function cas_versioned(key, expected, value, now, same)
   local cur = redis.call('HMGET', key, 'v', 'value')
-  if (cur[1] or '0') ~= expected then
+  if (cur[1] or '0') ~= expected or (same and cur[2] ~= same) then
     if cur[1] then return {0, cur[1], cur[2]} end
     return {0}
   end
@@ -126,13 +128,13 @@ return read_versioned(KEYS[2])
 });
 
 /// KEYS: meta, doc, by_created, by_updated; ARGV: resource, expected, value, channel, thread
-/// → CAS reply.
+/// [, the value the stored one must be] → CAS reply.
 pub(super) static CAS_DOC: LazyLock<StoreScript> = LazyLock::new(|| {
     script(
         r#"
 if not may_use(KEYS[1], ARGV[1]) then return redis.error_reply('WRONGOWNER thread belongs to another resource') end
 local now = now_ms()
-local res = cas_versioned(KEYS[2], ARGV[2], ARGV[3], now)
+local res = cas_versioned(KEYS[2], ARGV[2], ARGV[3], now, ARGV[6])
 if res[1] == 1 then
   touch_thread(KEYS[1], ARGV[1], now, KEYS[3], KEYS[4], ARGV[5])
   publish(ARGV[4], res[2] .. ':' .. ARGV[3])
