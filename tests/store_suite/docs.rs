@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
-use agentd::store::{DocEdit, StoreError};
+use agentd::store::{DocEdit, Store, StoreError, ThreadKey};
 
 use super::{
     Fixture, WRITERS, assert_quiet, assert_wrong_owner, b, each_writer_adds_itself, key, next, v,
@@ -130,26 +130,22 @@ async fn concurrent_update_docs_lose_nothing(f: Fixture) {
     assert_eq!(versions, (1..=WRITERS as u64).collect::<Vec<_>>());
 }
 
+/// Appends `suffix` to document "d" through `store`'s `update_doc`; the version written.
+async fn add(store: &dyn Store, k: &ThreadKey, suffix: &'static str, seen: &Seen) -> u64 {
+    store
+        .update_doc(k, "d", append(suffix, seen.clone()))
+        .await
+        .unwrap()
+}
+
 /// A replica's edit after another replica wrote (what it last saw is stale) edits the value
 /// the other one wrote.
 async fn update_doc_edits_another_replicas_write(f: Fixture) {
     let k = key("t1", "alice");
     let seen = Seen::default();
-    f.store
-        .update_doc(&k, "d", append("a", seen.clone()))
-        .await
-        .unwrap();
-    f.peer
-        .update_doc(&k, "d", append("b", seen.clone()))
-        .await
-        .unwrap();
-    assert_eq!(
-        f.store
-            .update_doc(&k, "d", append("c", seen.clone()))
-            .await
-            .unwrap(),
-        3
-    );
+    add(&*f.store, &k, "a", &seen).await;
+    add(&*f.peer, &k, "b", &seen).await;
+    assert_eq!(add(&*f.store, &k, "c", &seen).await, 3);
     assert_eq!(f.peer.get_doc(&k, "d").await.unwrap(), Some(v(3, "abc")));
     assert_eq!(seen.lock().unwrap().last(), Some(&Some((2, b("ab")))));
 }
@@ -159,20 +155,10 @@ async fn update_doc_edits_another_replicas_write(f: Fixture) {
 async fn update_doc_edits_a_thread_created_again(f: Fixture) {
     let k = key("t1", "alice");
     let seen = Seen::default();
-    f.store
-        .update_doc(&k, "d", append("old", seen.clone()))
-        .await
-        .unwrap();
+    add(&*f.store, &k, "old", &seen).await;
     assert!(f.peer.delete_thread(&k, &["d"]).await.unwrap());
-    f.peer
-        .update_doc(&k, "d", append("new", seen.clone()))
-        .await
-        .unwrap();
-    assert_eq!(f.peer.get_doc(&k, "d").await.unwrap(), Some(v(1, "new")));
-    f.store
-        .update_doc(&k, "d", append("!", seen.clone()))
-        .await
-        .unwrap();
+    assert_eq!(add(&*f.peer, &k, "new", &seen).await, 1);
+    assert_eq!(add(&*f.store, &k, "!", &seen).await, 2);
     assert_eq!(f.peer.get_doc(&k, "d").await.unwrap(), Some(v(2, "new!")));
 }
 
@@ -180,14 +166,8 @@ async fn update_doc_edits_a_thread_created_again(f: Fixture) {
 /// it writes only once the text has a "b", which another replica added.
 async fn update_doc_declines_only_on_the_stored_value(f: Fixture) {
     let k = key("t1", "alice");
-    f.store
-        .update_doc(&k, "d", append("a", Seen::default()))
-        .await
-        .unwrap();
-    f.peer
-        .update_doc(&k, "d", append("b", Seen::default()))
-        .await
-        .unwrap();
+    add(&*f.store, &k, "a", &Seen::default()).await;
+    add(&*f.peer, &k, "b", &Seen::default()).await;
     let once_b: DocEdit = Box::new(|doc| {
         Ok(doc
             .filter(|d| d.value.contains(&b'b'))
