@@ -187,8 +187,11 @@ pub async fn unary_ops(
     what: Unary,
     workers: usize,
     time: Duration,
-) -> anyhow::Result<f64> {
-    Ok(unary_burst(procs, tag, what, workers, time).await?.rate())
+) -> anyhow::Result<(f64, f64)> {
+    let cpu = procs.agentd_cpu()?;
+    let burst = unary_burst(procs, tag, what, workers, time).await?;
+    let cpu = (procs.agentd_cpu()? - cpu).as_secs_f64() * 1e6;
+    Ok((burst.rate(), cpu / burst.count.max(1) as f64))
 }
 
 /// Calls of `what` with `workers` callers for `time`.

@@ -249,12 +249,13 @@ impl Bench<'_> {
         .await?;
         for workers in [1, 16, 64] {
             let (mut mix, mut bare, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+            let mut cpu = Vec::new();
             for round in 0..self.args.rounds {
                 let tag = format!("c{workers}r{round}");
-                let tasks =
+                let (tasks, mix_cpu) =
                     load::unary_ops(&procs, &tag, load::Unary::TaskMix, workers, self.seconds())
                         .await?;
-                let health = load::unary_ops(
+                let (health, _) = load::unary_ops(
                     &procs,
                     &tag,
                     load::Unary::HealthCheck,
@@ -265,6 +266,7 @@ impl Bench<'_> {
                 mix.push(tasks);
                 bare.push(health);
                 ratio.push(tasks / health);
+                cpu.push(mix_cpu);
             }
             self.record(
                 "tasks",
@@ -283,6 +285,12 @@ impl Bench<'_> {
                 format!("c={workers} mix / baseline"),
                 "ratio",
                 ratio,
+            );
+            self.record(
+                "tasks",
+                format!("c={workers} agentd CPU per mix call"),
+                "µs",
+                cpu,
             );
         }
         Ok(())
