@@ -1,11 +1,16 @@
-//! Embedded implementation of [`Store`]: one redb file, one writer thread with group commit,
-//! in-process notifications. Made for a single process (the default `cargo run` setup).
+//! Embedded implementation of [`Store`]: one redb file, group commit by one writer at a time
+//! (a lone caller, or the writer thread), in-process notifications. Made for a single process
+//! (the default `cargo run` setup).
 //!
-//! **Writes.** Every mutation is a job sent to one writer thread. The writer drains the queue
-//! and applies all queued jobs in one write transaction (group commit); each job checks before
-//! it writes, so a rejected job (conflict, wrong owner) writes nothing. A job that fails at the
-//! storage level aborts the batch, which is then replayed one job per transaction so that only
-//! the failing job reports the error. Replies and notifications go out after the commit.
+//! **Writes.** Every mutation is a job in one queue, committed in the order submitted by one
+//! committer at a time, each batch of queued jobs in one write transaction (group commit). A
+//! caller that finds nobody committing commits the queue itself when that needs no fsync and
+//! its job is small (a hop to a writer thread and back costs two wake-ups, more than the
+//! commit); while jobs come in concurrently, for durable commits and bulk jobs, the writer
+//! thread commits. Each job checks before it writes, so a rejected job (conflict, wrong owner)
+//! writes nothing. A job that fails at the storage level aborts the batch, which is then
+//! replayed one job per transaction so that only the failing job reports the error. Replies
+//! and notifications go out after the commit.
 //!
 //! **Durability.** With the default [`EmbeddedOptions::durable_every`] of 100 ms, commits are
 //! non-durable (no fsync) and the writer makes a durable commit at most 100 ms after the first
@@ -30,7 +35,6 @@
 use std::hash::Hash;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::mpsc::Sender;
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -47,8 +51,9 @@ use super::{
     StoreError, StoreResult, StoredMessage, ThreadCursor, ThreadInfo, ThreadKey, ThreadOrder,
     ThreadView, VectorBatch, VectorEntry, Versioned,
 };
+use job::{Ctx, Note};
 use notify::{Hub, Subscription, control_stream, follow_stream, watch_stream};
-use writer::{Ctx, Msg, Note};
+use writer::{Msg, Writer};
 
 use docs::{Doc, read_doc};
 use log::{append_log, read_log};
@@ -56,6 +61,7 @@ use runs::{delete_run, read_expiry, read_run, reschedule, sweep_expired};
 use threads::{owned_thread, save_thread};
 
 mod docs;
+mod job;
 mod log;
 mod notify;
 mod runs;
@@ -104,6 +110,12 @@ const EXPIRING_CLAIM: u8 = 2;
 /// window is usually ten or so).
 const INLINE_WINDOW: usize = 64;
 
+/// Most bytes a job may write and still be committed in its caller's task.
+const IN_PLACE_BYTES: usize = 64 << 10;
+
+/// The size of a job whose row count a client sets: never committed in place.
+const UNBOUNDED: usize = usize::MAX;
+
 /// Most expired records purged per sweep (bounds the writer's pause).
 const SWEEP_LIMIT: usize = 1000;
 
@@ -139,8 +151,8 @@ impl Default for EmbeddedOptions {
 /// The default store: a redb file on local disk.
 pub struct EmbeddedStore {
     shared: Arc<Shared>,
-    jobs: Sender<Msg>,
-    writer: Option<JoinHandle<()>>,
+    writer: Writer,
+    thread: Option<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for EmbeddedStore {
@@ -205,23 +217,34 @@ impl EmbeddedStore {
             chunks: Hub::new(capacity),
             control: Hub::new(capacity),
         });
-        let (jobs, writer) = writer::spawn(shared.clone(), options)
+        let (writer, thread) = writer::spawn(shared.clone(), options)
             .map_err(|e| StoreError::Unavailable(format!("cannot start the writer: {e}")))?;
         Ok(Self {
             shared,
-            jobs,
-            writer: Some(writer),
+            writer,
+            thread: Some(thread),
         })
     }
 
-    /// Queues a mutation for the writer and waits until it is committed.
+    /// Commits a small mutation (in place when the writer is idle) and returns its result.
     async fn write<T, F>(&self, op: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnMut(&WriteTransaction, &mut Ctx) -> StoreResult<T> + Send + 'static,
     {
-        let (job, done) = writer::job(op);
-        self.jobs.send(job).map_err(|_| closed())?;
+        self.write_sized(0, op).await
+    }
+
+    /// Commits a mutation writing about `bytes` ([`UNBOUNDED`] when a client sets how many rows
+    /// it touches): past [`IN_PLACE_BYTES`] always on the writer thread, so a long transaction
+    /// never stalls a runtime worker.
+    async fn write_sized<T, F>(&self, bytes: usize, op: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnMut(&WriteTransaction, &mut Ctx) -> StoreResult<T> + Send + 'static,
+    {
+        let (job, done) = job::job(op);
+        self.writer.submit(job, bytes <= IN_PLACE_BYTES)?;
         done.await.map_err(|_| closed())?
     }
 
@@ -258,8 +281,8 @@ impl Drop for EmbeddedStore {
     /// Stops the writer, which commits durably first; blocks for at most one batch and one fsync.
     fn drop(&mut self) {
         let (reply, _done) = oneshot::channel();
-        let _ = self.jobs.send(Msg::Close(reply));
-        if let Some(handle) = self.writer.take()
+        let _ = self.writer.send(Msg::Close(reply));
+        if let Some(handle) = self.thread.take()
             && handle.join().is_err()
         {
             tracing::error!("embedded store writer panicked");
@@ -272,14 +295,14 @@ impl Drop for EmbeddedStore {
 impl Store for EmbeddedStore {
     async fn ping(&self) -> StoreResult<()> {
         let (reply, done) = oneshot::channel();
-        self.jobs.send(Msg::Ping(reply)).map_err(|_| closed())?;
+        self.writer.send(Msg::Ping(reply))?;
         done.await.map_err(|_| closed())
     }
 
     /// Commits everything durably and stops the writer; later writes fail with `Unavailable`.
     async fn close(&self) {
         let (reply, done) = oneshot::channel();
-        if self.jobs.send(Msg::Close(reply)).is_err() {
+        if self.writer.send(Msg::Close(reply)).is_err() {
             return; // already closed
         }
         // Err(_) on the channel: the writer is already gone, having flushed on its way out.
@@ -341,8 +364,10 @@ impl Store for EmbeddedStore {
         value: Bytes,
     ) -> StoreResult<Cas> {
         let (key, kind) = (key.clone(), kind.to_string());
-        self.write(move |tx, ctx| docs::cas_thread_doc(tx, ctx, &key, &kind, expected, &value))
-            .await
+        self.write_sized(value.len(), move |tx, ctx| {
+            docs::cas_thread_doc(tx, ctx, &key, &kind, expected, &value)
+        })
+        .await
     }
 
     /// Runs `edit` inside the write transaction: no separate read, no retry.
@@ -375,7 +400,8 @@ impl Store for EmbeddedStore {
         messages: Vec<Bytes>,
     ) -> StoreResult<u64> {
         let key = key.clone();
-        self.write(move |tx, ctx| {
+        let bytes = messages.iter().map(Bytes::len).sum();
+        self.write_sized(bytes, move |tx, ctx| {
             threads::append_messages(tx, ctx.now_ms, &key, thread_meta.as_deref(), &messages)
         })
         .await
@@ -384,8 +410,9 @@ impl Store for EmbeddedStore {
     /// Both in one write step: the owner and the record's version are checked before either
     /// is written.
     async fn end_run(&self, messages: &MessageAppend, run: RunWrite) -> StoreResult<EndWritten> {
+        let bytes = messages.messages.iter().map(Bytes::len).sum::<usize>() + run.value.len();
         let messages = messages.clone();
-        self.write(move |tx, ctx| {
+        self.write_sized(bytes, move |tx, ctx| {
             // Ownership first: a job that fails on it must have written nothing.
             let mut rows = tx.open_table(THREADS)?;
             let thread = owned_thread(&rows, &messages.key)?;
@@ -429,7 +456,7 @@ impl Store for EmbeddedStore {
             ttl,
             lease_until_ms,
         };
-        self.write(move |tx, ctx| runs::cas_run(tx, ctx, &run))
+        self.write_sized(run.value.len(), move |tx, ctx| runs::cas_run(tx, ctx, &run))
             .await
     }
 
@@ -464,7 +491,8 @@ impl Store for EmbeddedStore {
         limits: LogLimits,
     ) -> StoreResult<()> {
         let run_id = run_id.to_string();
-        self.write(move |tx, ctx| {
+        let bytes = chunks.iter().map(|(_, chunk)| chunk.len()).sum();
+        self.write_sized(bytes, move |tx, ctx| {
             append_log(tx, ctx, &run_id, &chunks, limits)?;
             ctx.notes.push(Note::Chunks(run_id.clone(), chunks.clone()));
             Ok(())
@@ -493,7 +521,7 @@ impl Store for EmbeddedStore {
         ttl: Duration,
     ) -> StoreResult<Option<Bytes>> {
         let key = key.to_string();
-        self.write(move |tx, ctx| {
+        self.write_sized(value.len(), move |tx, ctx| {
             let mut claims = tx.open_table(CLAIMS)?;
             let stored_expiry = read_expiry(&claims, &key, |(expires, _)| expires)?;
             if let Some(guard) = claims.get(key.as_str())? {
@@ -582,8 +610,10 @@ impl Store for EmbeddedStore {
         entries: Vec<VectorEntry>,
     ) -> StoreResult<()> {
         let resource_id = resource_id.to_string();
-        self.write(move |tx, _| vectors::append(tx, &resource_id, &entries))
-            .await
+        self.write_sized(UNBOUNDED, move |tx, _| {
+            vectors::append(tx, &resource_id, &entries)
+        })
+        .await
     }
 
     async fn read_vectors(
@@ -605,8 +635,10 @@ impl Store for EmbeddedStore {
     ) -> StoreResult<u64> {
         let (resource_id, thread_id) = (resource_id.to_string(), thread_id.to_string());
         let positions = positions.map(<[u64]>::to_vec);
-        self.write(move |tx, _| vectors::delete(tx, &resource_id, &thread_id, positions.as_deref()))
-            .await
+        self.write_sized(UNBOUNDED, move |tx, _| {
+            vectors::delete(tx, &resource_id, &thread_id, positions.as_deref())
+        })
+        .await
     }
 
     async fn get_thread(&self, key: &ThreadKey) -> StoreResult<Option<ThreadInfo>> {
@@ -620,7 +652,7 @@ impl Store for EmbeddedStore {
         meta: Bytes,
     ) -> StoreResult<Option<bool>> {
         let key = key.clone();
-        self.write(move |tx, ctx| {
+        self.write_sized(meta.len(), move |tx, ctx| {
             threads::cas_meta(tx, ctx.now_ms, &key, expected.as_deref(), &meta)
         })
         .await
@@ -650,14 +682,16 @@ impl Store for EmbeddedStore {
 
     async fn delete_messages(&self, key: &ThreadKey, positions: Vec<u64>) -> StoreResult<u64> {
         let key = key.clone();
-        self.write(move |tx, ctx| threads::delete_messages(tx, ctx.now_ms, &key, &positions))
-            .await
+        self.write_sized(UNBOUNDED, move |tx, ctx| {
+            threads::delete_messages(tx, ctx.now_ms, &key, &positions)
+        })
+        .await
     }
 
     async fn delete_thread(&self, key: &ThreadKey, docs: &[&str]) -> StoreResult<bool> {
         let key = key.clone();
         let kinds: Vec<String> = docs.iter().map(|kind| kind.to_string()).collect();
-        self.write(move |tx, _| threads::delete(tx, &key, &kinds))
+        self.write_sized(UNBOUNDED, move |tx, _| threads::delete(tx, &key, &kinds))
             .await
     }
 
@@ -677,7 +711,7 @@ impl Store for EmbeddedStore {
         value: Bytes,
     ) -> StoreResult<Cas> {
         let (resource_id, kind) = (resource_id.to_string(), kind.to_string());
-        self.write(move |tx, ctx| {
+        self.write_sized(value.len(), move |tx, ctx| {
             threads::cas_resource_doc(tx, ctx.now_ms, &resource_id, &kind, expected, &value)
         })
         .await

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use redb::{ReadableTable, Table, WriteTransaction};
 
-use super::writer::{Ctx, Note};
+use super::job::{Ctx, Note};
 use super::{DOCS, DocKey, DocRow, THREADS, next_version, owned_thread, save_thread};
 use crate::store::{Cas, DocEdit, StoreResult, ThreadKey, Versioned};
 

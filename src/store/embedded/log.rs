@@ -9,8 +9,8 @@ use std::ops::Range;
 use bytes::Bytes;
 use redb::{ReadTransaction, ReadableTable, WriteTransaction};
 
+use super::job::Ctx;
 use super::runs::reschedule;
-use super::writer::Ctx;
 use super::{EXPIRING_LOG, EXPIRY, LOG_BATCHES, LOG_ENTRIES, LOG_HEADS};
 use crate::store::{LogEntry, LogLimits, StoreError, StoreResult};
 

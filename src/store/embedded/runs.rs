@@ -4,8 +4,8 @@
 use bytes::Bytes;
 use redb::{ReadableTable, WriteTransaction};
 
+use super::job::Ctx;
 use super::log::{purge_log, read_head};
-use super::writer::Ctx;
 use super::{
     CLAIMS, EXPIRING_CLAIM, EXPIRING_LOG, EXPIRING_RUN, EXPIRY, ExpiryKey, LEASE_OF, LEASES,
     LOG_HEADS, RUNS, RunRow, SWEEP_LIMIT, next_version,

@@ -247,3 +247,102 @@ async fn a_small_cache_holds_more_data_than_fits_in_it() {
         assert_eq!(view.messages, expected, "thread t{t}");
     }
 }
+
+/// The name of the thread a write ran on.
+async fn writer_of(store: &EmbeddedStore, bytes: usize) -> Option<String> {
+    store
+        .write_sized(bytes, |_, _| {
+            Ok(std::thread::current().name().map(str::to_owned))
+        })
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_lone_small_write_is_committed_by_its_caller() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, EmbeddedOptions::default());
+    let here = std::thread::current().name().map(str::to_owned);
+    assert!(here.is_some());
+    assert_eq!(writer_of(&store, 0).await, here);
+    assert_eq!(writer_of(&store, IN_PLACE_BYTES).await, here);
+    // Large jobs, and every job of a store that syncs each commit, go to the thread.
+    let thread = Some("agentd-store-writer".to_owned());
+    assert_eq!(writer_of(&store, IN_PLACE_BYTES + 1).await, thread);
+    assert_eq!(writer_of(&store, UNBOUNDED).await, thread);
+    drop(store);
+    let synced = EmbeddedOptions {
+        durable_every: Duration::ZERO,
+        ..EmbeddedOptions::default()
+    };
+    let store = open(&tempfile::tempdir().unwrap(), synced);
+    assert_eq!(writer_of(&store, 0).await, thread);
+}
+
+#[tokio::test]
+async fn jobs_commit_in_the_order_submitted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, EmbeddedOptions::default());
+    for i in 0..50 {
+        let member = format!("m{i}");
+        let insert = {
+            let member = member.clone();
+            // On the thread: the write after it must not overtake it in place.
+            store.write_sized(UNBOUNDED, move |tx, _| {
+                tx.open_table(INDEX)?.insert(("i", member.as_str()), ())?;
+                Ok(())
+            })
+        };
+        let read = store
+            .write(move |tx, _| Ok(tx.open_table(INDEX)?.get(("i", member.as_str()))?.is_some()));
+        let (inserted, seen) = tokio::join!(insert, read);
+        inserted.unwrap();
+        assert!(seen.unwrap(), "write {i} overtook the one before it");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_panicking_in_its_callers_task_leaves_the_store_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(open(&dir, EmbeddedOptions::default()));
+    let panicking = store.clone();
+    let outcome = tokio::spawn(async move {
+        panicking
+            .write(|_, _| -> StoreResult<()> { panic!("a job panics") })
+            .await
+    })
+    .await;
+    assert!(outcome.unwrap_err().is_panic());
+    let written = tokio::time::timeout(
+        Duration::from_secs(5),
+        store.cas_doc(&key(), "d", 0, Bytes::from_static(b"x")),
+    )
+    .await
+    .expect("the writer is stuck");
+    assert_eq!(written.unwrap(), Cas::Written(1));
+}
+
+#[tokio::test]
+async fn a_job_panicking_on_the_thread_fails_later_writes_instead_of_hanging() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, EmbeddedOptions::default());
+    let failed = store
+        .write_sized(UNBOUNDED, |_, _| -> StoreResult<()> {
+            panic!("a job panics")
+        })
+        .await;
+    assert!(
+        matches!(failed, Err(StoreError::Unavailable(_))),
+        "{failed:?}"
+    );
+    let later = tokio::time::timeout(
+        Duration::from_secs(5),
+        store.cas_doc(&key(), "d", 0, Bytes::from_static(b"x")),
+    )
+    .await
+    .expect("a write hangs");
+    assert!(
+        matches!(later, Err(StoreError::Unavailable(_))),
+        "{later:?}"
+    );
+}
