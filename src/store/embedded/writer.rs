@@ -204,15 +204,10 @@ impl Core {
             if self.durable_due(&state) {
                 break;
             }
-            let batch = state.batch(true);
-            if batch.is_empty() {
+            let more;
+            (state, more) = self.commit_next(state, true, false);
+            if !more {
                 break;
-            }
-            drop(state);
-            let committed = self.commit_batch(batch, false);
-            state = self.lock();
-            if committed {
-                state.committed(false);
             }
         }
         if state.queue.is_empty() {
@@ -222,6 +217,27 @@ impl Core {
             state.committer = Committer::Thread;
             true
         }
+    }
+
+    /// Takes the next batch off the queue (only leading `in_place` jobs if asked) and commits
+    /// it with the lock released meanwhile; `false` when the queue had none.
+    fn commit_next<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, State>,
+        in_place_only: bool,
+        durable: bool,
+    ) -> (MutexGuard<'a, State>, bool) {
+        let batch = state.batch(in_place_only);
+        if batch.is_empty() {
+            return (state, false);
+        }
+        drop(state);
+        let committed = self.commit_batch(batch, durable);
+        let mut state = self.lock();
+        if committed {
+            state.committed(durable);
+        }
+        (state, true)
     }
 
     /// Commits a batch in one transaction, or each job alone if the batch fails; returns
@@ -343,17 +359,12 @@ impl WriterLoop {
     fn drain(&self) {
         let mut state = self.core.lock();
         loop {
-            let batch = state.batch(false);
-            if batch.is_empty() {
+            let durable = self.core.durable_due(&state);
+            let more;
+            (state, more) = self.core.commit_next(state, false, durable);
+            if !more {
                 state.committer = Committer::Nobody;
                 return;
-            }
-            let durable = self.core.durable_due(&state);
-            drop(state);
-            let committed = self.core.commit_batch(batch, durable);
-            state = self.core.lock();
-            if committed {
-                state.committed(durable);
             }
         }
     }
