@@ -41,9 +41,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
-use redb::{
-    Database, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction,
-};
+use redb::{Database, ReadTransaction, ReadableDatabase, WriteTransaction};
 use tokio::sync::oneshot;
 
 use super::{
@@ -57,54 +55,21 @@ use writer::{Msg, Writer};
 
 use docs::{Doc, read_doc};
 use log::{append_log, read_log};
-use runs::{delete_run, read_expiry, read_run, reschedule, sweep_expired};
-use threads::{owned_thread, save_thread};
+use runs::{delete_run, read_run};
+use schema::{DOCS, RUNS, THREADS, create_tables};
+use threads::owned_thread;
 
 mod docs;
+mod index;
 mod job;
 mod log;
 mod notify;
 mod runs;
+mod schema;
 mod scores;
 mod threads;
 mod vectors;
 mod writer;
-
-/// thread id → (owner, created_ms, updated_ms, next message position, meta).
-const THREADS: TableDefinition<&str, ThreadRow> = TableDefinition::new("threads");
-type ThreadRow = (&'static str, u64, u64, u64, Option<&'static [u8]>);
-/// (thread id, kind) → (version, created_ms, updated_ms, value).
-const DOCS: TableDefinition<DocKey, DocRow> = TableDefinition::new("docs");
-type DocKey = (&'static str, &'static str);
-type DocRow = (u64, u64, u64, &'static [u8]);
-/// (thread id, position) → message.
-const MESSAGES: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("messages");
-/// run id → (version, expires_ms, value).
-const RUNS: TableDefinition<&str, RunRow> = TableDefinition::new("runs");
-type RunRow = (u64, u64, &'static [u8]);
-/// run id → (first position, next position, expires_ms) of its chunk log.
-const LOG_HEADS: TableDefinition<&str, (u64, u64, u64)> = TableDefinition::new("log_heads");
-/// (run id, position) → (seq, chunk): one chunk per row, as earlier versions wrote logs.
-const LOG_ENTRIES: TableDefinition<LogKey, (u64, &[u8])> = TableDefinition::new("log_entries");
-/// (run id, first position) → (entries, the entries encoded): one row per append.
-const LOG_BATCHES: TableDefinition<LogKey, (u64, &[u8])> = TableDefinition::new("log_batches");
-type LogKey = (&'static str, u64);
-/// idempotency key → (expires_ms, value).
-const CLAIMS: TableDefinition<&str, (u64, &[u8])> = TableDefinition::new("claims");
-/// (lease end ms, run id) → (): runs executing somewhere, by when their owner must renew.
-const LEASES: TableDefinition<(u64, &str), ()> = TableDefinition::new("leases");
-/// run id → its entry's lease end in [`LEASES`].
-const LEASE_OF: TableDefinition<&str, u64> = TableDefinition::new("lease_of");
-/// (index, member) → ().
-const INDEX: TableDefinition<(&str, &str), ()> = TableDefinition::new("index");
-/// (expires_ms, record kind, id) → (): what the sweep visits, oldest first.
-const EXPIRY: TableDefinition<ExpiryKey, ()> = TableDefinition::new("expiry");
-type ExpiryKey = (u64, u8, &'static str);
-
-/// Record kinds in [`EXPIRY`].
-const EXPIRING_RUN: u8 = 0;
-const EXPIRING_LOG: u8 = 1;
-const EXPIRING_CLAIM: u8 = 2;
 
 /// Most messages a thread load reads in place rather than on the blocking pool (a history
 /// window is usually ten or so).
@@ -320,28 +285,7 @@ impl Store for EmbeddedStore {
     ) -> StoreResult<ThreadView> {
         let key = key.clone();
         let kinds: Vec<String> = docs.iter().map(|kind| kind.to_string()).collect();
-        let read = move |tx: &ReadTransaction, _| {
-            let Some(thread) = owned_thread(&tx.open_table(THREADS)?, &key)? else {
-                return Ok(ThreadView {
-                    exists: false,
-                    messages: Vec::new(),
-                    docs: vec![None; kinds.len()],
-                });
-            };
-            let table = tx.open_table(MESSAGES)?;
-            let messages =
-                threads::last_messages(&table, &key.thread_id, thread.next, last_messages)?;
-            let table = tx.open_table(DOCS)?;
-            let docs = kinds
-                .iter()
-                .map(|kind| Ok(read_doc(&table, &key.thread_id, kind)?.map(Doc::versioned)))
-                .collect::<StoreResult<Vec<_>>>()?;
-            Ok(ThreadView {
-                exists: true,
-                messages,
-                docs,
-            })
-        };
+        let read = move |tx: &ReadTransaction, _| threads::load(tx, &key, last_messages, &kinds);
         if last_messages <= INLINE_WINDOW {
             self.read_now(read)
         } else {
@@ -413,26 +357,7 @@ impl Store for EmbeddedStore {
         let bytes = messages.messages.iter().map(Bytes::len).sum::<usize>() + run.value.len();
         let messages = messages.clone();
         self.write_sized(bytes, move |tx, ctx| {
-            // Ownership first: a job that fails on it must have written nothing.
-            let mut rows = tx.open_table(THREADS)?;
-            let thread = owned_thread(&rows, &messages.key)?;
-            let record = runs::cas_run(tx, ctx, &run)?;
-            let first_message = match record {
-                Cas::Written(_) => Some(threads::append_to_thread(
-                    tx,
-                    &mut rows,
-                    thread,
-                    ctx.now_ms,
-                    &messages.key,
-                    messages.thread_meta.as_deref(),
-                    &messages.messages,
-                )?),
-                Cas::Conflict(_) => None,
-            };
-            Ok(EndWritten {
-                first_message,
-                record: Ok(record),
-            })
+            runs::end_run(tx, ctx, &messages, &run)
         })
         .await
     }
@@ -462,26 +387,8 @@ impl Store for EmbeddedStore {
 
     async fn expired_leases(&self, now_ms: i64, limit: usize) -> StoreResult<Vec<String>> {
         let now = u64::try_from(now_ms).unwrap_or(0);
-        self.read(move |tx, clock_ms| {
-            let leases = tx.open_table(LEASES)?;
-            let runs = tx.open_table(RUNS)?;
-            let mut due = Vec::new();
-            for entry in leases.range((0, "")..(now, ""))? {
-                let (key, _) = entry?;
-                let run_id = key.value().1;
-                // An expired record's entry is dropped with it by the sweep: skip it until then.
-                let live = read_expiry(&runs, run_id, |(_, expires, _)| expires)?
-                    .is_some_and(|expires| expires > clock_ms);
-                if live {
-                    due.push(run_id.to_owned());
-                }
-                if due.len() >= limit {
-                    break;
-                }
-            }
-            Ok(due)
-        })
-        .await
+        self.read(move |tx, clock_ms| runs::expired_leases(tx, now, clock_ms, limit))
+            .await
     }
 
     async fn append_chunks(
@@ -522,25 +429,7 @@ impl Store for EmbeddedStore {
     ) -> StoreResult<Option<Bytes>> {
         let key = key.to_string();
         self.write_sized(value.len(), move |tx, ctx| {
-            let mut claims = tx.open_table(CLAIMS)?;
-            let stored_expiry = read_expiry(&claims, &key, |(expires, _)| expires)?;
-            if let Some(guard) = claims.get(key.as_str())? {
-                let (expires, first) = guard.value();
-                if expires > ctx.now_ms {
-                    return Ok(Some(Bytes::copy_from_slice(first)));
-                }
-            }
-            let expires = ctx.expires_at(ttl);
-            claims.insert(key.as_str(), (expires, value.as_ref()))?;
-            let mut expiry = tx.open_table(EXPIRY)?;
-            reschedule(
-                &mut expiry,
-                EXPIRING_CLAIM,
-                &key,
-                stored_expiry,
-                Some(expires),
-            )?;
-            Ok(None)
+            runs::claim(tx, ctx, &key, &value, ttl)
         })
         .await
     }
@@ -561,35 +450,13 @@ impl Store for EmbeddedStore {
 
     async fn index_set(&self, index: &str, member: &str, present: bool) -> StoreResult<()> {
         let (index, member) = (index.to_string(), member.to_string());
-        self.write(move |tx, _| {
-            let mut table = tx.open_table(INDEX)?;
-            let entry = (index.as_str(), member.as_str());
-            if present {
-                table.insert(entry, ())?;
-            } else {
-                table.remove(entry)?;
-            }
-            Ok(())
-        })
-        .await
+        self.write(move |tx, _| index::set(tx, &index, &member, present))
+            .await
     }
 
     async fn index_members(&self, index: &str) -> StoreResult<Vec<String>> {
         let index = index.to_string();
-        self.read(move |tx, _| {
-            let table = tx.open_table(INDEX)?;
-            let mut members = Vec::new();
-            for entry in table.range((index.as_str(), "")..)? {
-                let (key, _) = entry?;
-                let (set, member) = key.value();
-                if set != index {
-                    break;
-                }
-                members.push(member.to_string());
-            }
-            Ok(members)
-        })
-        .await
+        self.read(move |tx, _| index::members(tx, &index)).await
     }
 
     async fn append_score(&self, lists: &[String], score: Bytes) -> StoreResult<()> {
@@ -721,39 +588,6 @@ impl Store for EmbeddedStore {
         let run_id = run_id.to_string();
         self.write(move |tx, _| delete_run(tx, &run_id)).await
     }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Records
-
-/// Creates every table, so that read transactions never meet a missing one.
-fn create_tables(db: &Database) -> StoreResult<()> {
-    let tx = db.begin_write()?;
-    tx.open_table(THREADS)?;
-    tx.open_table(DOCS)?;
-    tx.open_table(MESSAGES)?;
-    tx.open_table(RUNS)?;
-    tx.open_table(LOG_HEADS)?;
-    tx.open_table(LOG_ENTRIES)?;
-    tx.open_table(LOG_BATCHES)?;
-    tx.open_table(CLAIMS)?;
-    tx.open_table(INDEX)?;
-    tx.open_table(EXPIRY)?;
-    tx.open_table(LEASES)?;
-    tx.open_table(LEASE_OF)?;
-    vectors::create_tables(&tx)?;
-    scores::create_tables(&tx)?;
-    tx.open_table(threads::THREAD_DELETED)?;
-    tx.open_table(threads::RESOURCE_DOCS)?;
-    threads::backfill_list(&tx)?;
-    tx.commit()?;
-    Ok(())
-}
-
-fn next_version(version: u64) -> StoreResult<u64> {
-    version
-        .checked_add(1)
-        .ok_or_else(|| StoreError::Corrupt("version overflow".into()))
 }
 
 fn now_ms() -> u64 {

@@ -6,7 +6,8 @@ use bytes::Bytes;
 use redb::{ReadableTable, Table, WriteTransaction};
 
 use super::job::{Ctx, Note};
-use super::{DOCS, DocKey, DocRow, THREADS, next_version, owned_thread, save_thread};
+use super::schema::{DOCS, DocKey, DocRow, THREADS, next_version};
+use super::threads::{owned_thread, save_thread};
 use crate::store::{Cas, DocEdit, StoreResult, ThreadKey, Versioned};
 
 /// A decoded document row.

@@ -11,7 +11,7 @@ use redb::{ReadTransaction, ReadableTable, WriteTransaction};
 
 use super::job::Ctx;
 use super::runs::reschedule;
-use super::{EXPIRING_LOG, EXPIRY, LOG_BATCHES, LOG_ENTRIES, LOG_HEADS};
+use super::schema::{EXPIRING_LOG, EXPIRY, LOG_BATCHES, LOG_ENTRIES, LOG_HEADS};
 use crate::store::{LogEntry, LogLimits, StoreError, StoreResult};
 
 /// A chunk log's bounds: positions `first..next` hold its entries.

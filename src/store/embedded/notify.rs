@@ -9,7 +9,10 @@ use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt};
 use tokio::sync::broadcast::{self, error::RecvError};
 
-use super::{DOCS, Doc, DocTopic, Shared, closed, read_doc, read_log, read_with};
+use super::docs::{Doc, read_doc};
+use super::log::read_log;
+use super::schema::DOCS;
+use super::{DocTopic, Shared, closed, read_with};
 use crate::store::{LogEntry, StoreError, StoreResult, Versioned};
 
 /// Broadcast channels per topic, created on demand and dropped with their last subscriber.

@@ -1,16 +1,20 @@
 //! Runs and idempotency claims on the embedded store: records that expire, the expiry schedule
 //! and its sweep, leases (chunk logs are in `log.rs`).
 
-use bytes::Bytes;
-use redb::{ReadableTable, WriteTransaction};
+use std::time::Duration;
 
+use bytes::Bytes;
+use redb::{ReadTransaction, ReadableTable, WriteTransaction};
+
+use super::SWEEP_LIMIT;
 use super::job::Ctx;
 use super::log::{purge_log, read_head};
-use super::{
+use super::schema::{
     CLAIMS, EXPIRING_CLAIM, EXPIRING_LOG, EXPIRING_RUN, EXPIRY, ExpiryKey, LEASE_OF, LEASES,
-    LOG_HEADS, RUNS, RunRow, SWEEP_LIMIT, next_version,
+    LOG_HEADS, RUNS, RunRow, THREADS, next_version,
 };
-use crate::store::{Cas, RunWrite, StoreError, StoreResult, Versioned};
+use super::threads::{append_to_thread, owned_thread};
+use crate::store::{Cas, EndWritten, MessageAppend, RunWrite, StoreError, StoreResult, Versioned};
 
 /// Writes a run record if its stored version is `run.expected`, with its expiry and lease.
 pub(super) fn cas_run(tx: &WriteTransaction, ctx: &Ctx, run: &RunWrite) -> StoreResult<Cas> {
@@ -40,6 +44,36 @@ pub(super) fn cas_run(tx: &WriteTransaction, ctx: &Ctx, run: &RunWrite) -> Store
     Ok(Cas::Written(version))
 }
 
+/// Ends a run in one step: its record (if its version is `run.expected`) and its messages.
+/// The thread's owner is checked first, so a job failing on it has written nothing.
+pub(super) fn end_run(
+    tx: &WriteTransaction,
+    ctx: &Ctx,
+    messages: &MessageAppend,
+    run: &RunWrite,
+) -> StoreResult<EndWritten> {
+    let mut rows = tx.open_table(THREADS)?;
+    let thread = owned_thread(&rows, &messages.key)?;
+    let record = cas_run(tx, ctx, run)?;
+    let first_message = match record {
+        Cas::Written(_) => Some(append_to_thread(
+            tx,
+            &mut rows,
+            thread,
+            ctx.now_ms,
+            &messages.key,
+            messages.thread_meta.as_deref(),
+            &messages.messages,
+        )?),
+        Cas::Conflict(_) => None,
+    };
+    Ok(EndWritten {
+        first_message,
+        record: Ok(record),
+    })
+}
+
+/// Reads a live run record: `None` when absent or expired.
 pub(super) fn read_run(
     table: &impl ReadableTable<&'static str, RunRow>,
     run_id: &str,
@@ -161,4 +195,60 @@ pub(super) fn delete_run(tx: &WriteTransaction, run_id: &str) -> StoreResult<()>
     set_lease(tx, run_id, None)?;
     purge(tx, EXPIRING_RUN, run_id, u64::MAX)?;
     purge(tx, EXPIRING_LOG, run_id, u64::MAX)
+}
+
+/// Up to `limit` live runs whose lease ended before `until_ms`, earliest first.
+pub(super) fn expired_leases(
+    tx: &ReadTransaction,
+    until_ms: u64,
+    now_ms: u64,
+    limit: usize,
+) -> StoreResult<Vec<String>> {
+    let leases = tx.open_table(LEASES)?;
+    let runs = tx.open_table(RUNS)?;
+    let mut due = Vec::new();
+    for entry in leases.range((0, "")..(until_ms, ""))? {
+        let (key, _) = entry?;
+        let run_id = key.value().1;
+        // An expired record's entry is dropped with it by the sweep: skip it until then.
+        let live = read_expiry(&runs, run_id, |(_, expires, _)| expires)?
+            .is_some_and(|expires| expires > now_ms);
+        if live {
+            due.push(run_id.to_owned());
+        }
+        if due.len() >= limit {
+            break;
+        }
+    }
+    Ok(due)
+}
+
+/// Claims an idempotency key for `ttl`: `None` if this call claimed it, else the value of the
+/// live claim that holds it.
+pub(super) fn claim(
+    tx: &WriteTransaction,
+    ctx: &Ctx,
+    key: &str,
+    value: &[u8],
+    ttl: Duration,
+) -> StoreResult<Option<Bytes>> {
+    let mut claims = tx.open_table(CLAIMS)?;
+    let stored_expiry = read_expiry(&claims, key, |(expires, _)| expires)?;
+    if let Some(guard) = claims.get(key)? {
+        let (expires, first) = guard.value();
+        if expires > ctx.now_ms {
+            return Ok(Some(Bytes::copy_from_slice(first)));
+        }
+    }
+    let expires = ctx.expires_at(ttl);
+    claims.insert(key, (expires, value))?;
+    let mut expiry = tx.open_table(EXPIRY)?;
+    reschedule(
+        &mut expiry,
+        EXPIRING_CLAIM,
+        key,
+        stored_expiry,
+        Some(expires),
+    )?;
+    Ok(None)
 }

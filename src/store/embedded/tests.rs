@@ -2,8 +2,9 @@
 //! expiry); behaviour shared with Redis is in `tests/store_suite.rs`.
 
 use futures::StreamExt;
-use redb::ReadableTableMetadata;
+use redb::{ReadableTable, ReadableTableMetadata};
 
+use super::schema::*;
 use super::*;
 
 fn open(dir: &tempfile::TempDir, options: EmbeddedOptions) -> EmbeddedStore {

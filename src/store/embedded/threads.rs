@@ -11,10 +11,11 @@ use redb::{
     ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction,
 };
 
-use super::{DOCS, Doc, DocKey, DocRow, MESSAGES, THREADS, ThreadRow};
+use super::docs::{Doc, read_doc};
+use super::schema::{DOCS, DocKey, DocRow, MESSAGES, THREADS, ThreadRow};
 use crate::store::{
     Cas, MessageQuery, StoreError, StoreResult, StoredMessage, ThreadCursor, ThreadInfo, ThreadKey,
-    ThreadOrder, Versioned,
+    ThreadOrder, ThreadView, Versioned,
 };
 
 /// (resource, order, time_ms, thread id) → (): a resource's threads by creation (order 0) and
@@ -62,6 +63,39 @@ pub(super) fn owned_thread(
         }),
         thread => Ok(thread),
     }
+}
+
+/// The thread of `key` as a run loads it: its last `last_messages` messages and the documents
+/// of `kinds` (in that order).
+pub(super) fn load(
+    tx: &ReadTransaction,
+    key: &ThreadKey,
+    last_messages: usize,
+    kinds: &[String],
+) -> StoreResult<ThreadView> {
+    let Some(thread) = owned_thread(&tx.open_table(THREADS)?, key)? else {
+        return Ok(ThreadView {
+            exists: false,
+            messages: Vec::new(),
+            docs: vec![None; kinds.len()],
+        });
+    };
+    let messages = self::last_messages(
+        &tx.open_table(MESSAGES)?,
+        &key.thread_id,
+        thread.next,
+        last_messages,
+    )?;
+    let table = tx.open_table(DOCS)?;
+    let docs = kinds
+        .iter()
+        .map(|kind| Ok(read_doc(&table, &key.thread_id, kind)?.map(Doc::versioned)))
+        .collect::<StoreResult<Vec<_>>>()?;
+    Ok(ThreadView {
+        exists: true,
+        messages,
+        docs,
+    })
 }
 
 /// Appends `messages` to the thread of `key` (created when absent); returns the position of
@@ -390,6 +424,7 @@ mod tests {
     use super::*;
     use crate::store::Store;
     use crate::store::embedded::EmbeddedStore;
+    use crate::store::embedded::schema::INDEX;
 
     /// Every key of every thread table, as text, to look for a deleted thread's traces.
     fn thread_table_keys(store: &EmbeddedStore) -> Vec<String> {
@@ -410,7 +445,7 @@ mod tests {
         for entry in tx.open_table(THREAD_DELETED).unwrap().iter().unwrap() {
             keys.push(entry.unwrap().0.value().to_owned());
         }
-        for entry in tx.open_table(super::super::INDEX).unwrap().iter().unwrap() {
+        for entry in tx.open_table(INDEX).unwrap().iter().unwrap() {
             keys.push(format!("{:?}", entry.unwrap().0.value()));
         }
         keys

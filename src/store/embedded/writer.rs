@@ -15,7 +15,8 @@ use redb::{Durability, WriteTransaction};
 use tokio::sync::oneshot;
 
 use super::job::Job;
-use super::{EmbeddedOptions, Shared, closed, now_ms, sweep_expired};
+use super::runs::sweep_expired;
+use super::{EmbeddedOptions, Shared, closed, now_ms};
 use crate::store::StoreResult;
 
 /// Most jobs applied in one transaction (bounds the latency of the first one).
