@@ -42,3 +42,9 @@ impl From<crate::tasks::TaskStatus> for TaskStatus {
         }
     }
 }
+
+/// The servers of the chunk-streaming services (AgentService, ApprovalService) as `build.rs`
+/// generates them a second time: their streams send [`crate::api::encoded::EncodedChunk`]s.
+pub mod encoded {
+    tonic::include_proto!("encoded/agentd.v1");
+}

@@ -20,13 +20,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use prost::Message as _;
 use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, warn};
 
 use super::delegation::SubRunEnd;
+pub use super::emit::WireChunk;
 use super::emit::{ClientSender, Emitter};
 use super::error::RunError;
 use super::event::Event;
@@ -40,9 +40,7 @@ use super::validate::{
     validate_against_agent, validate_completion, validate_processors, validate_scorers,
 };
 use super::{AgentDef, Agents};
-use crate::pb;
-use crate::pb::chunk::Payload;
-use crate::store::{Cas, LogLimits, StoreError};
+use crate::store::{Cas, LogLimits};
 use crate::tasklist::TaskList;
 use crate::telemetry;
 use observe::ClientStream;
@@ -60,8 +58,8 @@ const MAX_HISTORY_READ: usize = 4096;
 /// Buffered chunks per client stream (backpressure beyond it).
 const CLIENT_BUFFER: usize = 256;
 
-/// A run's chunks, as a client stream.
-pub type ChunkStream = BoxStream<'static, Result<pb::Chunk, RunError>>;
+/// A run's chunks, as a client stream (encoded: [`WireChunk::decode`] reads one).
+pub type ChunkStream = BoxStream<'static, Result<WireChunk, RunError>>;
 
 /// Limits of the runtime.
 #[derive(Clone, Debug)]
@@ -625,13 +623,4 @@ fn continuation_links(record: &RunRecord) -> Vec<opentelemetry::trace::SpanConte
 
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
-pub(super) fn is_finish(chunk: &pb::Chunk) -> bool {
-    matches!(chunk.payload, Some(Payload::Finish(_)))
-}
-
-pub(super) fn decode_chunk(bytes: &Bytes) -> Result<pb::Chunk, RunError> {
-    pb::Chunk::decode(bytes.as_ref())
-        .map_err(|e| RunError::Store(StoreError::Corrupt(format!("run log chunk: {e}"))))
 }

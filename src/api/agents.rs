@@ -172,7 +172,7 @@ fn scope_run(caller: &Identity, run: &mut RunRequest) -> Result<(), Status> {
 }
 
 #[tonic::async_trait]
-impl pb::agent_service_server::AgentService for AgentApi {
+impl pb::encoded::agent_service_server::AgentService for AgentApi {
     type GenerateStream = ChunkStream;
     type ObserveStream = ChunkStream;
     type GenerateWithHooksStream = hooks::HookedStream;

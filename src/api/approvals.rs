@@ -188,7 +188,7 @@ fn nonempty(field: &Option<String>) -> Option<&str> {
 }
 
 #[tonic::async_trait]
-impl pb::approval_service_server::ApprovalService for ApprovalApi {
+impl pb::encoded::approval_service_server::ApprovalService for ApprovalApi {
     type ApproveStream = ChunkStream;
     type DeclineStream = ChunkStream;
     type ResumeStream = ChunkStream;

@@ -184,7 +184,10 @@ where
                         m.client.close();
                         return None;
                     }
-                    Some(chunk) => chunk.map(Event::Chunk).map_err(Status::from),
+                    Some(chunk) => chunk
+                        .and_then(|chunk| chunk.decode())
+                        .map(Event::Chunk)
+                        .map_err(Status::from),
                 },
                 Some(call) = m.calls.recv() => Ok(Event::HookCall(call)),
                 message = next_answer(&mut m.answers) => match m.take(message) {

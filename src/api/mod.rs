@@ -7,6 +7,7 @@ pub mod auth;
 pub mod bounded;
 pub mod codec;
 pub mod completion;
+pub mod encoded;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -25,17 +26,21 @@ use futures::stream::{BoxStream, StreamExt};
 use tonic::Status;
 
 use crate::config::Limits;
-use crate::pb;
 use crate::store::ThreadKey;
 use crate::telemetry::{self, InvalidTraceField};
 use error::Violations;
 
-/// A run's chunks as a gRPC response stream.
-pub(crate) type ChunkStream = BoxStream<'static, Result<pb::Chunk, Status>>;
+/// A run's chunks as a gRPC response stream, sent as they were encoded for the run's log.
+pub(crate) type ChunkStream = BoxStream<'static, Result<encoded::EncodedChunk, Status>>;
 
 /// A run's chunk stream with its errors as statuses.
 pub(crate) fn chunk_stream(stream: crate::agent::runtime::ChunkStream) -> ChunkStream {
-    stream.map(|item| item.map_err(Status::from)).boxed()
+    stream
+        .map(|item| {
+            item.map(|chunk| encoded::EncodedChunk(chunk.bytes))
+                .map_err(Status::from)
+        })
+        .boxed()
 }
 
 /// `stream` until the server starts draining, then `UNAVAILABLE` (re-attach elsewhere) instead

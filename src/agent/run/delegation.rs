@@ -313,7 +313,7 @@ impl Runner {
         let mut end = None;
         let mut run_id = String::new();
         while let Some(item) = stream.next().await {
-            let chunk = match item {
+            let chunk = match item.and_then(|chunk| chunk.decode()) {
                 Ok(chunk) => chunk,
                 Err(e) => return SubRunEnd::failed(&run_id, e.to_string()),
             };

@@ -129,7 +129,7 @@ impl Runtime {
             return;
         };
         while let Some(item) = stream.next().await {
-            if client.send(item.map(Box::new)).await.is_err() {
+            if client.send(item).await.is_err() {
                 return;
             }
         }

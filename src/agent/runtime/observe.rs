@@ -8,10 +8,9 @@ use std::task::{Context, Poll};
 
 use futures::stream::{Stream, StreamExt};
 
-use super::{ChunkStream, Runtime, decode_chunk, is_finish};
+use super::{ChunkStream, Runtime, WireChunk};
 use crate::agent::error::RunError;
 use crate::agent::request::OnDisconnect;
-use crate::pb;
 use crate::telemetry;
 
 impl Runtime {
@@ -25,14 +24,12 @@ impl Runtime {
                 "run {run_id:?} is unknown or expired"
             )));
         }
-        let mut chunks = Vec::with_capacity(backlog.len());
-        for (_, bytes) in &backlog {
-            chunks.push(decode_chunk(bytes)?);
-        }
+        let chunks = backlog
+            .into_iter()
+            .map(|(sequence, bytes)| WireChunk::from_log(sequence, bytes))
+            .collect::<Result<Vec<_>, _>>()?;
         // The log ends where the run ended (or suspended); the last finish closes the stream.
-        if let Some(end) = chunks.iter().rposition(is_finish)
-            && end + 1 == chunks.len()
-        {
+        if chunks.last().is_some_and(|chunk| chunk.finish) {
             return Ok(futures::stream::iter(chunks.into_iter().map(Ok)).boxed());
         }
         let last = chunks.last().map_or(after, |c| c.sequence);
@@ -49,8 +46,8 @@ impl Runtime {
                         Ok((sequence, _)) if sequence <= last => {}
                         Ok((sequence, bytes)) => {
                             last = sequence;
-                            let item = decode_chunk(&bytes);
-                            let done = item.as_ref().map_or(true, is_finish);
+                            let item = WireChunk::from_log(sequence, bytes);
+                            let done = item.as_ref().map_or(true, |chunk| chunk.finish);
                             return Some((item, (live, last, done)));
                         }
                         Err(e) => return Some((Err(RunError::from(e)), (live, last, true))),
@@ -64,7 +61,7 @@ impl Runtime {
 
 /// A client's view of a run: when it goes away with `on_disconnect = ABORT`, the run stops.
 pub(super) struct ClientStream {
-    pub(super) inner: futures::channel::mpsc::Receiver<Result<Box<pb::Chunk>, RunError>>,
+    pub(super) inner: futures::channel::mpsc::Receiver<Result<WireChunk, RunError>>,
     pub(super) _active: telemetry::ActiveStream,
     pub(super) on_disconnect: OnDisconnect,
     pub(super) runtime: Arc<Runtime>,
@@ -73,16 +70,16 @@ pub(super) struct ClientStream {
 }
 
 impl Stream for ClientStream {
-    type Item = Result<pb::Chunk, RunError>;
+    type Item = Result<WireChunk, RunError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let polled = Pin::new(&mut self.inner).poll_next(cx);
         match &polled {
-            Poll::Ready(Some(Ok(chunk))) if is_finish(chunk) => self.finished = true,
+            Poll::Ready(Some(Ok(chunk))) if chunk.finish => self.finished = true,
             Poll::Ready(None) => self.finished = true,
             _ => {}
         }
-        polled.map(|item| item.map(|chunk| chunk.map(|boxed| *boxed)))
+        polled
     }
 }
 
