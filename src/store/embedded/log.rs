@@ -11,7 +11,7 @@ use redb::{ReadTransaction, ReadableTable, WriteTransaction};
 
 use super::job::Ctx;
 use super::runs::reschedule;
-use super::schema::{EXPIRING_LOG, EXPIRY, LOG_BATCHES, LOG_ENTRIES, LOG_HEADS};
+use super::schema::{EXPIRING_LOG, LOG_BATCHES, LOG_ENTRIES, LOG_HEADS};
 use crate::store::{LogEntry, LogLimits, StoreError, StoreResult};
 
 /// A chunk log's bounds: positions `first..next` hold its entries.
@@ -75,21 +75,14 @@ pub(super) fn append_log(
     let keep_from = head.next.saturating_sub(max).max(head.first);
     remove_positions(tx, run_id, head.first..keep_from)?;
     head.first = keep_from;
-    let mut expiry = tx.open_table(EXPIRY)?;
     let old_expiry = stored.map(|head| head.expires_ms);
     if head.first == head.next {
         heads.remove(run_id)?;
-        return reschedule(&mut expiry, EXPIRING_LOG, run_id, old_expiry, None);
+        return reschedule(tx, EXPIRING_LOG, run_id, old_expiry, None);
     }
     head.expires_ms = ctx.expires_at(limits.ttl);
     heads.insert(run_id, (head.first, head.next, head.expires_ms))?;
-    reschedule(
-        &mut expiry,
-        EXPIRING_LOG,
-        run_id,
-        old_expiry,
-        Some(head.expires_ms),
-    )
+    reschedule(tx, EXPIRING_LOG, run_id, old_expiry, Some(head.expires_ms))
 }
 
 /// Removes the entries at `positions` (the front of the log: no row starts before it). A batch
@@ -125,14 +118,23 @@ pub(super) fn remove_positions(
     Ok(())
 }
 
-/// Removes a run's log (head and entries), if it has expired by `now_ms`.
-pub(super) fn purge_log(tx: &WriteTransaction, run_id: &str, now_ms: u64) -> StoreResult<()> {
+/// Removes a run's log (head and entries) if it has expired by `now_ms`; a log a later append
+/// extended is kept, and its expiry returned.
+pub(super) fn purge_log(
+    tx: &WriteTransaction,
+    run_id: &str,
+    now_ms: u64,
+) -> StoreResult<Option<u64>> {
     let mut heads = tx.open_table(LOG_HEADS)?;
-    if let Some(head) = read_head(&heads, run_id)?.filter(|h| h.expires_ms <= now_ms) {
-        remove_positions(tx, run_id, head.first..head.next)?;
-        heads.remove(run_id)?;
+    match read_head(&heads, run_id)? {
+        Some(head) if head.expires_ms > now_ms => Ok(Some(head.expires_ms)),
+        Some(head) => {
+            remove_positions(tx, run_id, head.first..head.next)?;
+            heads.remove(run_id)?;
+            Ok(None)
+        }
+        None => Ok(None),
     }
-    Ok(())
 }
 
 /// The live log entries of a run with a sequence number above `after_seq` (all if `None`).

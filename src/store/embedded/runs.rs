@@ -10,8 +10,8 @@ use super::SWEEP_LIMIT;
 use super::job::Ctx;
 use super::log::{purge_log, read_head};
 use super::schema::{
-    CLAIMS, EXPIRING_CLAIM, EXPIRING_LOG, EXPIRING_RUN, EXPIRY, ExpiryKey, LEASE_OF, LEASES,
-    LOG_HEADS, RUNS, RunRow, THREADS, next_version,
+    CLAIMS, EXPIRING_CLAIM, EXPIRING_LOG, EXPIRING_RUN, EXPIRY, LEASE_OF, LEASES, LOG_HEADS, RUNS,
+    RunRow, THREADS, next_version,
 };
 use super::threads::{append_to_thread, owned_thread};
 use crate::store::{Cas, EndWritten, MessageAppend, RunWrite, StoreError, StoreResult, Versioned};
@@ -28,14 +28,7 @@ pub(super) fn cas_run(tx: &WriteTransaction, ctx: &Ctx, run: &RunWrite) -> Store
     let version = next_version(run.expected)?;
     let expires = ctx.expires_at(run.ttl);
     runs.insert(run_id, (version, expires, run.value.as_ref()))?;
-    let mut expiry = tx.open_table(EXPIRY)?;
-    reschedule(
-        &mut expiry,
-        EXPIRING_RUN,
-        run_id,
-        stored_expiry,
-        Some(expires),
-    )?;
+    reschedule(tx, EXPIRING_RUN, run_id, stored_expiry, Some(expires))?;
     set_lease(
         tx,
         run_id,
@@ -98,24 +91,37 @@ pub(super) fn read_expiry<V: redb::Value + 'static>(
     Ok(table.get(id)?.map(|guard| expires(guard.value())))
 }
 
-/// Moves a record's entry in the expiry schedule.
+/// Keeps a record in the expiry schedule, which holds an entry for each record at or before
+/// its expiry (not exactly at it): a write that pushes the expiry later, as every rewrite with
+/// the same time-to-live does, leaves the entry where it is, and the sweep, finding the record
+/// alive there, moves the entry to the record's expiry then ([`sweep_expired`]). A run's
+/// writes so touch the schedule once, where each moved the entry. `old` is the expiry the
+/// record had (`None`: it is new), `new` the one it gets (`None`: it is deleted).
 pub(super) fn reschedule(
-    expiry: &mut redb::Table<ExpiryKey, ()>,
+    tx: &WriteTransaction,
     kind: u8,
     id: &str,
     old: Option<u64>,
     new: Option<u64>,
 ) -> StoreResult<()> {
-    if let Some(old) = old {
-        expiry.remove((old, kind, id))?;
-    }
-    if let Some(new) = new {
-        expiry.insert((new, kind, id), ())?;
+    match (old, new) {
+        // An entry at or before `old` is there already.
+        (Some(old), Some(new)) if new >= old => {}
+        (_, Some(new)) => {
+            tx.open_table(EXPIRY)?.insert((new, kind, id), ())?;
+        }
+        // An entry elsewhere (the record was rewritten) is dropped by the sweep, which finds
+        // nothing to purge.
+        (Some(old), None) => {
+            tx.open_table(EXPIRY)?.remove((old, kind, id))?;
+        }
+        (None, None) => {}
     }
     Ok(())
 }
 
-/// Deletes up to [`SWEEP_LIMIT`] records whose expiry has passed.
+/// Visits up to [`SWEEP_LIMIT`] schedule entries that are due: deletes their records if they
+/// have expired, and moves the entry of a record whose expiry was pushed later to it.
 pub(super) fn sweep_expired(tx: &WriteTransaction, now_ms: u64) -> StoreResult<usize> {
     let mut expiry = tx.open_table(EXPIRY)?;
     let due = expiry
@@ -129,7 +135,9 @@ pub(super) fn sweep_expired(tx: &WriteTransaction, now_ms: u64) -> StoreResult<u
         .collect::<StoreResult<Vec<_>>>()?;
     for (at, kind, id) in &due {
         expiry.remove((*at, *kind, id.as_str()))?;
-        purge(tx, *kind, id, now_ms)?;
+        if let Some(later) = purge(tx, *kind, id, now_ms)? {
+            expiry.insert((later, *kind, id.as_str()), ())?;
+        }
     }
     Ok(due.len())
 }
@@ -161,40 +169,53 @@ pub(super) fn set_lease(
     Ok(())
 }
 
-/// Deletes one record if it is still expired (a later write may have extended it).
-pub(super) fn purge(tx: &WriteTransaction, kind: u8, id: &str, now_ms: u64) -> StoreResult<()> {
+/// Deletes one record if it has expired by `now_ms`; a record a later write extended is kept,
+/// and its expiry returned.
+pub(super) fn purge(
+    tx: &WriteTransaction,
+    kind: u8,
+    id: &str,
+    now_ms: u64,
+) -> StoreResult<Option<u64>> {
+    let alive = |at: u64| at > now_ms;
     match kind {
         EXPIRING_RUN => {
             let mut runs = tx.open_table(RUNS)?;
-            if read_expiry(&runs, id, |(_, expires, _)| expires)?.is_some_and(|at| at <= now_ms) {
-                runs.remove(id)?;
-                drop(runs);
-                set_lease(tx, id, None)?;
+            match read_expiry(&runs, id, |(_, expires, _)| expires)? {
+                Some(at) if alive(at) => return Ok(Some(at)),
+                Some(_) => {
+                    runs.remove(id)?;
+                    drop(runs);
+                    set_lease(tx, id, None)?;
+                }
+                None => {}
             }
         }
-        EXPIRING_LOG => purge_log(tx, id, now_ms)?,
+        EXPIRING_LOG => return purge_log(tx, id, now_ms),
         EXPIRING_CLAIM => {
             let mut claims = tx.open_table(CLAIMS)?;
-            if read_expiry(&claims, id, |(expires, _)| expires)?.is_some_and(|at| at <= now_ms) {
-                claims.remove(id)?;
+            match read_expiry(&claims, id, |(expires, _)| expires)? {
+                Some(at) if alive(at) => return Ok(Some(at)),
+                Some(_) => {
+                    claims.remove(id)?;
+                }
+                None => {}
             }
         }
         other => return Err(StoreError::Corrupt(format!("unknown expiry kind {other}"))),
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Deletes a run's record and chunk log now, with their places in the expiry schedule.
 pub(super) fn delete_run(tx: &WriteTransaction, run_id: &str) -> StoreResult<()> {
     let run_expiry = read_expiry(&tx.open_table(RUNS)?, run_id, |(_, expires, _)| expires)?;
     let log_expiry = read_head(&tx.open_table(LOG_HEADS)?, run_id)?.map(|h| h.expires_ms);
-    let mut expiry = tx.open_table(EXPIRY)?;
-    reschedule(&mut expiry, EXPIRING_RUN, run_id, run_expiry, None)?;
-    reschedule(&mut expiry, EXPIRING_LOG, run_id, log_expiry, None)?;
-    drop(expiry);
+    reschedule(tx, EXPIRING_RUN, run_id, run_expiry, None)?;
+    reschedule(tx, EXPIRING_LOG, run_id, log_expiry, None)?;
     set_lease(tx, run_id, None)?;
     purge(tx, EXPIRING_RUN, run_id, u64::MAX)?;
-    purge(tx, EXPIRING_LOG, run_id, u64::MAX)
+    purge(tx, EXPIRING_LOG, run_id, u64::MAX).map(drop)
 }
 
 /// Up to `limit` live runs whose lease ended before `until_ms`, earliest first.
@@ -242,13 +263,7 @@ pub(super) fn claim(
     }
     let expires = ctx.expires_at(ttl);
     claims.insert(key, (expires, value))?;
-    let mut expiry = tx.open_table(EXPIRY)?;
-    reschedule(
-        &mut expiry,
-        EXPIRING_CLAIM,
-        key,
-        stored_expiry,
-        Some(expires),
-    )?;
+    drop(claims);
+    reschedule(tx, EXPIRING_CLAIM, key, stored_expiry, Some(expires))?;
     Ok(None)
 }

@@ -4,6 +4,7 @@
 use futures::StreamExt;
 use redb::{ReadableTable, ReadableTableMetadata};
 
+use super::runs::sweep_expired;
 use super::schema::*;
 use super::*;
 
@@ -346,4 +347,127 @@ async fn a_job_panicking_on_the_thread_fails_later_writes_instead_of_hanging() {
         matches!(later, Err(StoreError::Unavailable(_))),
         "{later:?}"
     );
+}
+
+/// The schedule's entries, oldest first: (time, record kind, id).
+async fn schedule(store: &EmbeddedStore) -> Vec<(u64, u8, String)> {
+    store
+        .read(|tx, _| {
+            let mut entries = Vec::new();
+            for entry in tx.open_table(EXPIRY)?.iter()? {
+                let (key, _) = entry?;
+                let (at, kind, id) = key.value();
+                entries.push((at, kind, id.to_owned()));
+            }
+            Ok(entries)
+        })
+        .await
+        .unwrap()
+}
+
+/// Runs a sweep as if the clock read `now_ms`.
+async fn sweep_at(store: &EmbeddedStore, now_ms: u64) {
+    store
+        .write(move |tx, _| sweep_expired(tx, now_ms))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn rewrites_leave_the_schedule_alone_and_the_sweep_catches_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, EmbeddedOptions::default());
+    let expiry_of = |store: &EmbeddedStore| {
+        let run =
+            store.read_now(|tx, _| Ok(tx.open_table(RUNS)?.get("run")?.map(|row| row.value().1)));
+        run.unwrap()
+    };
+    store
+        .cas_run("run", 0, Bytes::from("a"), Duration::from_secs(60), None)
+        .await
+        .unwrap();
+    let first = expiry_of(&store).unwrap();
+    assert_eq!(
+        schedule(&store).await,
+        [(first, EXPIRING_RUN, "run".into())]
+    );
+
+    // A rewrite that pushes the expiry later leaves the entry where it was.
+    store
+        .cas_run("run", 1, Bytes::from("b"), Duration::from_secs(120), None)
+        .await
+        .unwrap();
+    let later = expiry_of(&store).unwrap();
+    assert!(later > first);
+    assert_eq!(
+        schedule(&store).await,
+        [(first, EXPIRING_RUN, "run".into())]
+    );
+
+    // The sweep reaching that entry finds the record alive and moves the entry to its expiry.
+    sweep_at(&store, first).await;
+    assert_eq!(expiry_of(&store), Some(later));
+    assert_eq!(
+        schedule(&store).await,
+        [(later, EXPIRING_RUN, "run".into())]
+    );
+    sweep_at(&store, later).await;
+    assert_eq!(expiry_of(&store), None);
+    assert!(schedule(&store).await.is_empty());
+
+    // A rewrite that brings the expiry earlier adds an entry there; the one left behind is
+    // dropped by the sweep that reaches it, which finds nothing to purge.
+    store
+        .cas_run("other", 0, Bytes::from("a"), Duration::from_secs(120), None)
+        .await
+        .unwrap();
+    store
+        .cas_run("other", 1, Bytes::from("b"), Duration::from_secs(10), None)
+        .await
+        .unwrap();
+    let entries = schedule(&store).await;
+    assert_eq!(entries.len(), 2);
+    sweep_at(&store, entries[0].0).await;
+    assert_eq!(schedule(&store).await, entries[1..]);
+    let gone = store.get_run("other").await.unwrap();
+    assert!(gone.is_none(), "purged at its (earlier) expiry");
+    sweep_at(&store, entries[1].0).await;
+    assert!(schedule(&store).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_log_appended_to_keeps_one_entry_until_the_sweep_moves_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, EmbeddedOptions::default());
+    let limits = |secs| LogLimits {
+        max_chunks: 10,
+        ttl: Duration::from_secs(secs),
+    };
+    let append =
+        |seq: u64, secs| store.append_chunks("run", vec![(seq, Bytes::new())], limits(secs));
+    append(1, 60).await.unwrap();
+    append(2, 120).await.unwrap();
+    let entries = schedule(&store).await;
+    assert_eq!(entries.len(), 1);
+    sweep_at(&store, entries[0].0).await;
+    assert_eq!(
+        store.read_chunks("run", 0).await.unwrap().len(),
+        2,
+        "still alive"
+    );
+    let moved = schedule(&store).await;
+    assert_eq!(moved.len(), 1);
+    assert!(moved[0].0 > entries[0].0);
+    sweep_at(&store, moved[0].0).await;
+    assert!(schedule(&store).await.is_empty());
+    let counts = store
+        .read(|tx, _| {
+            Ok([
+                tx.open_table(LOG_HEADS)?.len()?,
+                tx.open_table(LOG_BATCHES)?.len()?,
+            ])
+        })
+        .await
+        .unwrap();
+    assert_eq!(counts, [0, 0]);
 }
