@@ -471,3 +471,40 @@ async fn a_log_appended_to_keeps_one_entry_until_the_sweep_moves_it() {
         .unwrap();
     assert_eq!(counts, [0, 0]);
 }
+
+#[tokio::test]
+async fn a_backlog_of_expired_records_is_swept_pass_after_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = EmbeddedOptions {
+        sweep_every: Duration::from_secs(2),
+        ..EmbeddedOptions::default()
+    };
+    let opened = std::time::Instant::now();
+    let store = open(&dir, options);
+    let records = SWEEP_LIMIT * 2 + SWEEP_LIMIT / 2;
+    store
+        .write(move |tx, ctx| {
+            for i in 0..records {
+                super::runs::claim(tx, ctx, &format!("key-{i}"), b"", Duration::from_millis(1))?;
+            }
+            Ok(())
+        })
+        .await
+        .unwrap();
+    // One pass per interval would leave the last of them to the third pass, 6 s after opening.
+    loop {
+        let left = store
+            .read(|tx, _| Ok(tx.open_table(CLAIMS)?.len()?))
+            .await
+            .unwrap();
+        if left == 0 {
+            break;
+        }
+        assert!(
+            opened.elapsed() < Duration::from_millis(3500),
+            "{left} expired claims left"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(schedule(&store).await.is_empty());
+}

@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 
 use super::job::Job;
 use super::runs::sweep_expired;
-use super::{EmbeddedOptions, Shared, closed, now_ms};
+use super::{EmbeddedOptions, SWEEP_LIMIT, Shared, closed, now_ms};
 use crate::store::StoreResult;
 
 /// Most jobs applied in one transaction (bounds the latency of the first one).
@@ -64,7 +64,7 @@ pub(super) fn spawn(
     let writer = WriterLoop {
         core: core.clone(),
         inbox,
-        last_sweep: Instant::now(),
+        next_sweep: Instant::now() + options.sweep_every,
     };
     let handle = std::thread::Builder::new()
         .name("agentd-store-writer".into())
@@ -302,7 +302,9 @@ impl Core {
 struct WriterLoop {
     core: Arc<Core>,
     inbox: Receiver<Msg>,
-    last_sweep: Instant,
+    /// When the next sweep is due: right away after a pass that stopped at its limit, so that a
+    /// backlog of expired records is worked off pass by pass between batches of writes.
+    next_sweep: Instant,
 }
 
 impl Drop for WriterLoop {
@@ -389,15 +391,13 @@ impl WriterLoop {
     }
 
     fn sweep_due(&self) -> bool {
-        self.last_sweep.elapsed() >= self.core.options.sweep_every
+        Instant::now() >= self.next_sweep
     }
 
     /// How long the inbox may stay silent before a flush or a sweep is due.
     fn idle_wait(&self) -> Duration {
         let options = &self.core.options;
-        let sweep = options
-            .sweep_every
-            .saturating_sub(self.last_sweep.elapsed());
+        let sweep = self.next_sweep.saturating_duration_since(Instant::now());
         match self.core.lock().dirty_since {
             Some(since) => sweep.min(options.durable_every.saturating_sub(since.elapsed())),
             None => sweep,
@@ -408,10 +408,16 @@ impl WriterLoop {
     /// committer.
     fn housekeeping(&mut self) {
         if self.sweep_due() {
-            self.last_sweep = Instant::now();
-            if let Err(e) = self.sweep() {
+            let visited = self.sweep().unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "embedded store: expiry sweep failed");
-            }
+                0
+            });
+            let rest = if visited >= SWEEP_LIMIT {
+                Duration::ZERO
+            } else {
+                self.core.options.sweep_every
+            };
+            self.next_sweep = Instant::now() + rest;
         }
         let state = self.core.lock();
         let flush = state.dirty_since.is_some() && self.core.durable_due(&state);
@@ -421,17 +427,18 @@ impl WriterLoop {
         }
     }
 
-    fn sweep(&mut self) -> StoreResult<()> {
+    /// One sweep pass; returns how many schedule entries it visited.
+    fn sweep(&mut self) -> StoreResult<usize> {
         let tx = self.core.begin(false)?;
-        let purged = sweep_expired(&tx, now_ms())?;
-        if purged == 0 {
+        let visited = sweep_expired(&tx, now_ms())?;
+        if visited == 0 {
             tx.abort()?;
-            return Ok(());
+            return Ok(0);
         }
         tx.commit()?;
         self.core.lock().committed(false);
-        tracing::debug!(purged, "embedded store: expired records purged");
-        Ok(())
+        tracing::debug!(visited, "embedded store: expiry schedule swept");
+        Ok(visited)
     }
 
     /// Persists every commit so far (an empty durable commit makes earlier ones durable).
