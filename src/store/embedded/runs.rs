@@ -254,16 +254,18 @@ pub(super) fn claim(
     ttl: Duration,
 ) -> StoreResult<Option<Bytes>> {
     let mut claims = tx.open_table(CLAIMS)?;
-    let stored_expiry = read_expiry(&claims, key, |(expires, _)| expires)?;
-    if let Some(guard) = claims.get(key)? {
-        let (expires, first) = guard.value();
-        if expires > ctx.now_ms {
-            return Ok(Some(Bytes::copy_from_slice(first)));
+    let stored_expiry = match claims.get(key)? {
+        Some(guard) => {
+            let (expires, first) = guard.value();
+            if expires > ctx.now_ms {
+                return Ok(Some(Bytes::copy_from_slice(first)));
+            }
+            Some(expires)
         }
-    }
+        None => None,
+    };
     let expires = ctx.expires_at(ttl);
     claims.insert(key, (expires, value))?;
-    drop(claims);
     reschedule(tx, EXPIRING_CLAIM, key, stored_expiry, Some(expires))?;
     Ok(None)
 }
