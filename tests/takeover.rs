@@ -345,13 +345,18 @@ async fn killing_the_executing_replica_hands_every_run_to_the_survivor(redis: De
 async fn an_abort_reaches_a_run_whose_replica_died(redis: Deployment) {
     // The mock model is kept: dropped, it would end the run on A with an error first.
     let Pair {
-        mock: _mock,
+        mock,
         a,
         b,
         mut on_a,
         _dir,
         ..
     } = Pair::start(&redis).await;
+    // An answer far longer than the test: the run can only end by the abort, on any machine.
+    mock.set_fallback(Arc::new(|_| MockReply::Slow {
+        text: "still thinking about it".into(),
+        delay_per_delta: Duration::from_secs(30),
+    }));
     let mut stream = on_a
         .generate(generate("plain", &support::unique("orphan")))
         .await
@@ -376,7 +381,6 @@ async fn an_abort_reaches_a_run_whose_replica_died(redis: Deployment) {
         .await
         .expect("abort")
         .into_inner();
-    assert!(aborted.aborted);
     let chunks = support::collect(
         on_b.observe(pb::ObserveRequest {
             run_id,
@@ -387,6 +391,10 @@ async fn an_abort_reaches_a_run_whose_replica_died(redis: Deployment) {
         .into_inner(),
     )
     .await;
+    assert!(
+        aborted.aborted,
+        "the run had ended before the abort: {chunks:?}"
+    );
     assert_eq!(
         support::finish(&chunks).finish_reason(),
         pb::FinishReason::Aborted
