@@ -733,14 +733,35 @@ async fn checks_before_the_run_fail_the_rpc() {
         },
     )
     .await;
+    let run_id = support::unique("denied");
     let denied = client
         .generate(pb::GenerateRequest {
             memory: Some(support::memory(&thread, "mallory", None)),
+            run_id: run_id.clone(),
             ..request("plain", "steal")
         })
         .await
         .expect_err("not mallory's thread");
     assert_eq!(denied.code(), Code::PermissionDenied);
+    // The refused run left no record: nothing to observe, and its id is free.
+    let observed = client
+        .observe(pb::ObserveRequest {
+            run_id: run_id.clone(),
+            after_sequence: 0,
+        })
+        .await
+        .expect_err("no such run");
+    assert_eq!(observed.code(), Code::NotFound);
+    let chunks = support::generate(
+        &mut client,
+        pb::GenerateRequest {
+            memory: Some(support::memory(&thread, "alice", None)),
+            run_id: run_id.clone(),
+            ..request("plain", "mine again")
+        },
+    )
+    .await;
+    assert_eq!(chunks[0].run_id, run_id);
     server.stop().await.expect("stop");
 }
 

@@ -234,8 +234,8 @@ impl Runtime {
             trace.clone(),
             now_ms(),
         );
-        let (state, tasks) = self.fresh_state(&agent, request).await?;
-        let version = match self.write_record(&run_id, 0, &record).await? {
+        let (state, tasks, written) = self.start_record(&agent, request, &record).await?;
+        let version = match written {
             Cas::Written(v) => v,
             Cas::Conflict(_) if state.request.idempotency_key.is_some() => {
                 // An identical request won the race to start it: follow that run (when it is

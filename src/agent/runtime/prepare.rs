@@ -8,10 +8,11 @@ use super::{MAX_HISTORY_READ, Runtime};
 use crate::agent::AgentDef;
 use crate::agent::error::RunError;
 use crate::agent::message::{self, Message};
+use crate::agent::record::RunRecord;
 use crate::agent::request::RunRequest;
 use crate::agent::state::RunState;
 use crate::memory::working;
-use crate::store::ThreadKey;
+use crate::store::{Cas, ThreadKey};
 use crate::tasklist::{TASKS_DOC, TaskList};
 use tracing::warn;
 
@@ -36,6 +37,34 @@ impl Runtime {
         });
         state.suspended_tools = suspended_tools;
         Ok((state, tasks))
+    }
+
+    /// A new run's [`Runtime::fresh_state`] and the first write of its `record` (version 0),
+    /// both in flight at once: the record does not depend on the thread, and a remote store
+    /// serves them in one round trip instead of two. A record written for a run whose state
+    /// could not be read is deleted again, so that no replica takes the run over.
+    pub(super) async fn start_record(
+        &self,
+        agent: &AgentDef,
+        request: Arc<RunRequest>,
+        record: &RunRecord,
+    ) -> Result<(RunState, TaskList, Cas), RunError> {
+        let (loaded, written) = tokio::join!(
+            self.fresh_state(agent, request),
+            self.write_record(&record.run_id, 0, record)
+        );
+        match loaded {
+            Ok((state, tasks)) => Ok((state, tasks, written?)),
+            Err(e) => {
+                // Should this fail, a takeover meets the same error and ends the run with it.
+                if let Ok(Cas::Written(_)) = written
+                    && let Err(e) = self.deps.store.delete_run(&record.run_id).await
+                {
+                    warn!(run_id = %record.run_id, error = %e, "could not delete the record of a run that did not start");
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Reads the thread's history (its last `last_messages` rows, counted as the reference
