@@ -316,6 +316,7 @@ async fn serve(
     );
     let abort_listener = tokio::spawn(runtime.clone().listen_for_aborts(shutdown.clone()));
     let takeovers = tokio::spawn(runtime.clone().listen_for_takeovers(shutdown.clone()));
+    let renewals = tokio::spawn(runtime.clone().renew_leases(shutdown.clone()));
     let agents = AgentApi::new(runtime.clone(), config.limits.clone(), drain.clone());
     let approvals = ApprovalApi::new(runtime.clone(), config.limits.clone());
 
@@ -380,6 +381,7 @@ async fn serve(
     let _ = monitor.await;
     let _ = abort_listener.await;
     let _ = takeovers.await;
+    let _ = renewals.await;
     mcp.shutdown().await;
     store.close().await;
     metrics_stop.cancel();

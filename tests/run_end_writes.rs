@@ -251,3 +251,53 @@ async fn a_run_another_replica_took_over_writes_nothing_at_its_end() {
     assert_eq!(env.redis.cli(&["llen", &msgs]).trim(), "0");
     env.server.stop().await.expect("clean stop");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_that_finds_the_run_taken_over_stops_it_here() {
+    // Renewed every 100 ms; the answer would take ~2 s.
+    let mut env = Env::start(Some(300)).await;
+    env.mock.push(MockReply::Slow {
+        text: "one two three four five six seven eight nine ten".into(),
+        delay_per_delta: std::time::Duration::from_millis(200),
+    });
+    let thread = support::unique("t");
+    let mut run = env
+        .agents
+        .generate(request("plain", &thread))
+        .await
+        .expect("generate starts")
+        .into_inner();
+    let first = run.next().await.expect("a first chunk").expect("no error");
+
+    // Another replica claims the run, as a takeover writes it.
+    let key = run_key(&first.run_id);
+    let stored = env.redis.cli(&["hget", &key, "value"]);
+    let mut record: serde_json::Value = serde_json::from_str(stored.trim()).expect("a record");
+    record["owner"] = json!("another-replica");
+    let taken = record.to_string();
+    env.redis.cli(&["hset", &key, "value", &taken]);
+    env.redis.cli(&["hincrby", &key, "v", "1"]);
+
+    // The next renewal finds out and stops the run here, long before its answer ends.
+    let rest = support::collect(run).await;
+    let finish = support::finish(&rest);
+    assert_eq!(
+        finish.finish_reason(),
+        pb::FinishReason::Aborted,
+        "{rest:?}"
+    );
+    assert!(
+        !finish.text.contains("ten"),
+        "stopped mid-answer: {:?}",
+        finish.text
+    );
+    assert!(
+        rest.iter().any(|c| matches!(
+            &c.payload,
+            Some(Payload::Abort(a)) if a.reason == "Taken over by another server"
+        )),
+        "{rest:?}"
+    );
+    assert_eq!(env.redis.cli(&["hget", &key, "value"]).trim(), taken);
+    env.server.stop().await.expect("clean stop");
+}

@@ -11,6 +11,7 @@ mod lease;
 mod observe;
 mod prepare;
 mod records;
+mod renewal;
 mod scope;
 
 use std::collections::HashMap;
@@ -105,7 +106,7 @@ struct Prepared {
     flush: super::emit::LogFlush,
     handle: Arc<lease::RecordHandle>,
     /// Stops the lease's renewal when dropped.
-    renewing: tokio_util::sync::DropGuard,
+    renewing: renewal::Renewing,
     trace: TraceIds,
     /// A sub-agent's continued run: where it hands its end.
     parent: Option<super::request::ParentLink>,
@@ -136,6 +137,8 @@ pub struct Runtime {
     deps: RunDeps,
     agents: Arc<Agents>,
     live: Mutex<HashMap<String, LiveRun>>,
+    /// The leases of the runs executing here, renewed by [`Runtime::renew_leases`].
+    leases: Arc<renewal::Leases>,
     permits: Arc<Semaphore>,
     limits: RuntimeLimits,
     replica: String,
@@ -148,6 +151,7 @@ impl Runtime {
             deps,
             agents,
             live: Mutex::new(HashMap::new()),
+            leases: Arc::default(),
             permits: Arc::new(Semaphore::new(limits.max_concurrent_runs)),
             limits,
             replica: new_id(),
@@ -352,13 +356,9 @@ impl Runtime {
         let handle = lease::RecordHandle::new(record, version);
         // Renewing stops when the guard goes, at the run's end or if its task unwinds; a
         // renewal that comes after the end finds it recorded and writes nothing.
-        let stop_renewing = CancellationToken::new();
-        tokio::spawn(self.clone().renew(
-            handle.clone(),
-            (cancel.clone(), reason.clone()),
-            stop_renewing.clone(),
-        ));
-        let renewing = stop_renewing.drop_guard();
+        let renewing = self
+            .leases
+            .enter(&run_id, handle.clone(), cancel.clone(), reason.clone());
         let checkpoint = Arc::new(lease::RecordCheckpoint {
             runtime: self.clone(),
             handle: handle.clone(),

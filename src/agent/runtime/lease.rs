@@ -177,45 +177,6 @@ impl Runtime {
         }
     }
 
-    /// Renews the lease of a run executing here every third of its length until `stop`;
-    /// when another replica took the run over, cancels it here.
-    pub(super) async fn renew(
-        self: Arc<Self>,
-        handle: Arc<RecordHandle>,
-        run: (CancellationToken, Arc<Mutex<Option<String>>>),
-        stop: CancellationToken,
-    ) {
-        let lease = millis(self.limits.lease);
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(self.limits.lease / 3) => {}
-            }
-            let now = now_ms();
-            match self
-                .write_own(&handle, |r| {
-                    r.lease_until_ms = Some(now.saturating_add(lease));
-                    r.updated_at_ms = now;
-                })
-                .await
-            {
-                Own::Written => {}
-                Own::Ended => return,
-                Own::Lost => {
-                    warn!("another replica took the run over; stopping it here");
-                    if let Ok(mut reason) = run.1.lock() {
-                        reason.get_or_insert_with(|| "Taken over by another server".into());
-                    }
-                    run.0.cancel();
-                    return;
-                }
-                // The lease may lapse: then another replica takes over and the next renewal
-                // finds out.
-                Own::Failed(e) => warn!(error = %e, "could not renew the run's lease"),
-            }
-        }
-    }
-
     /// Looks for runs whose lease ended every `takeover_interval` until `shutdown`, and takes
     /// them over.
     pub async fn listen_for_takeovers(self: Arc<Self>, shutdown: CancellationToken) {
