@@ -217,11 +217,16 @@ async fn the_lease_is_renewed_while_a_run_streams_and_never_after_its_end() {
     env.server.stop().await.expect("clean stop");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_another_replica_took_over_writes_nothing_at_its_end() {
-    let mut env = Env::start(None).await;
+/// A run streaming `text` slowly on a fresh thread, which another replica claims after its
+/// first chunk: the same record under another owner, one version on (as a takeover writes
+/// it). Returns the rest of the run's stream, its thread, its record's key and the record as
+/// claimed.
+async fn run_taken_over(
+    env: &mut Env,
+    text: &str,
+) -> (tonic::Streaming<pb::Chunk>, String, String, String) {
     env.mock.push(MockReply::Slow {
-        text: "one two three".into(),
+        text: text.into(),
         delay_per_delta: std::time::Duration::from_millis(200),
     });
     let thread = support::unique("t");
@@ -232,9 +237,6 @@ async fn a_run_another_replica_took_over_writes_nothing_at_its_end() {
         .expect("generate starts")
         .into_inner();
     let first = run.next().await.expect("a first chunk").expect("no error");
-
-    // Meanwhile another replica claims the run: the same record under another owner, one
-    // version on (as a takeover writes it).
     let key = run_key(&first.run_id);
     let stored = env.redis.cli(&["hget", &key, "value"]);
     let mut record: serde_json::Value = serde_json::from_str(stored.trim()).expect("a record");
@@ -242,6 +244,13 @@ async fn a_run_another_replica_took_over_writes_nothing_at_its_end() {
     let taken = record.to_string();
     env.redis.cli(&["hset", &key, "value", &taken]);
     env.redis.cli(&["hincrby", &key, "v", "1"]);
+    (run, thread, key, taken)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_another_replica_took_over_writes_nothing_at_its_end() {
+    let mut env = Env::start(None).await;
+    let (run, thread, key, taken) = run_taken_over(&mut env, "one two three").await;
 
     let rest = support::collect(run).await;
     assert_eq!(support::finish(&rest).text, "one two three");
@@ -256,27 +265,8 @@ async fn a_run_another_replica_took_over_writes_nothing_at_its_end() {
 async fn a_renewal_that_finds_the_run_taken_over_stops_it_here() {
     // Renewed every 100 ms; the answer would take ~2 s.
     let mut env = Env::start(Some(300)).await;
-    env.mock.push(MockReply::Slow {
-        text: "one two three four five six seven eight nine ten".into(),
-        delay_per_delta: std::time::Duration::from_millis(200),
-    });
-    let thread = support::unique("t");
-    let mut run = env
-        .agents
-        .generate(request("plain", &thread))
-        .await
-        .expect("generate starts")
-        .into_inner();
-    let first = run.next().await.expect("a first chunk").expect("no error");
-
-    // Another replica claims the run, as a takeover writes it.
-    let key = run_key(&first.run_id);
-    let stored = env.redis.cli(&["hget", &key, "value"]);
-    let mut record: serde_json::Value = serde_json::from_str(stored.trim()).expect("a record");
-    record["owner"] = json!("another-replica");
-    let taken = record.to_string();
-    env.redis.cli(&["hset", &key, "value", &taken]);
-    env.redis.cli(&["hincrby", &key, "v", "1"]);
+    let text = "one two three four five six seven eight nine ten";
+    let (run, _thread, key, taken) = run_taken_over(&mut env, text).await;
 
     // The next renewal finds out and stops the run here, long before its answer ends.
     let rest = support::collect(run).await;
