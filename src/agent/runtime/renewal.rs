@@ -49,7 +49,7 @@ pub(super) struct Renewing {
 
 impl Drop for Renewing {
     fn drop(&mut self) {
-        self.leases.lock().remove(&self.key);
+        self.leases.ended(self.key);
     }
 }
 
@@ -83,15 +83,15 @@ impl Leases {
         }
     }
 
-    /// The entries whose lease is due for renewal at `now` (marked renewed, so that a slow
-    /// store does not get them twice).
-    fn due(&self, now: Instant, every: Duration) -> Vec<(u64, Arc<RecordHandle>)> {
+    /// The entries whose lease is due for renewal at `now`, with their run ids (marked
+    /// renewed, so that a slow store does not get them twice).
+    fn due(&self, now: Instant, every: Duration) -> Vec<(u64, String, Arc<RecordHandle>)> {
         let mut runs = self.lock();
         runs.iter_mut()
             .filter(|(_, run)| now.duration_since(run.renewed) >= every)
             .map(|(key, run)| {
                 run.renewed = now;
-                (*key, run.handle.clone())
+                (*key, run.run_id.clone(), run.handle.clone())
             })
             .collect()
     }
@@ -109,7 +109,7 @@ impl Leases {
         run.cancel.cancel();
     }
 
-    /// Stops renewing the entry `key`: its end is recorded.
+    /// Stops renewing the entry `key`: its end is recorded, or its run is gone.
     fn ended(&self, key: u64) {
         self.lock().remove(&key);
     }
@@ -136,9 +136,9 @@ impl Runtime {
             let this = self.clone();
             tokio::spawn(async move {
                 futures::stream::iter(due)
-                    .for_each_concurrent(CONCURRENT_RENEWALS, |(key, handle)| {
+                    .for_each_concurrent(CONCURRENT_RENEWALS, |(key, run_id, handle)| {
                         let this = this.clone();
-                        async move { this.renew(key, &handle).await }
+                        async move { this.renew(key, &run_id, &handle).await }
                     })
                     .await;
             });
@@ -146,7 +146,7 @@ impl Runtime {
     }
 
     /// Writes one run's lease a full length from now.
-    async fn renew(&self, key: u64, handle: &RecordHandle) {
+    async fn renew(&self, key: u64, run_id: &str, handle: &RecordHandle) {
         let lease = millis(self.limits.lease);
         let now = now_ms();
         let written = self
@@ -161,7 +161,7 @@ impl Runtime {
             Own::Lost => self.leases.lost(key),
             // The lease may lapse: then another replica takes over and the next renewal finds
             // out.
-            Own::Failed(e) => warn!(error = %e, "could not renew the run's lease"),
+            Own::Failed(e) => warn!(run_id, error = %e, "could not renew the run's lease"),
         }
     }
 }
