@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
+use futures::stream::Map;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio_rustls::TlsAcceptor;
@@ -20,6 +21,7 @@ use tower::{BoxError, Layer, Service};
 use tracing::{debug, info};
 
 use super::files::TlsFiles;
+use super::flatten::Flattened;
 use super::reload::watch_files;
 use crate::config::Config;
 
@@ -33,12 +35,18 @@ const MAX_HANDSHAKES: usize = 1024;
 /// Handshaken connections waiting for the server to pick them up.
 const READY_QUEUE: usize = 64;
 
+/// A connection as the server reads it (see [`Flattened`]).
+type Conn<T> = Result<Flattened<T>, std::io::Error>;
+
+/// Accepted TCP connections, wrapped.
+type PlainConns = Map<TcpIncoming, fn(std::io::Result<TcpStream>) -> Conn<TcpStream>>;
+
 /// The connections the server serves.
 pub enum Incoming {
     /// Plain TCP (no `[server.tls]`).
-    Plain(TcpIncoming),
+    Plain(PlainConns),
     /// TLS streams whose handshake completed.
-    Tls(ReceiverStream<Result<TlsStream<TcpStream>, std::io::Error>>),
+    Tls(ReceiverStream<Conn<TlsStream<TcpStream>>>),
 }
 
 /// The port's connections with TCP_NODELAY (chunks are small writes: without it each could wait
@@ -48,7 +56,7 @@ pub fn incoming(listener: TcpListener, config: &Config) -> anyhow::Result<Incomi
     let tcp = TcpIncoming::from(listener).with_nodelay(Some(true));
     let tls = &config.server.tls;
     if !tls.enabled() {
-        return Ok(Incoming::Plain(tcp));
+        return Ok(Incoming::Plain(tcp.map(|conn| conn.map(Flattened::new))));
     }
     let http1 = config.web.http1();
     let files = TlsFiles::read_with_alpn(tls, http1)?;
@@ -71,7 +79,7 @@ pub fn incoming(listener: TcpListener, config: &Config) -> anyhow::Result<Incomi
 async fn accept(
     mut tcp: TcpIncoming,
     configs: watch::Receiver<Arc<ServerConfig>>,
-    ready: mpsc::Sender<Result<TlsStream<TcpStream>, std::io::Error>>,
+    ready: mpsc::Sender<Conn<TlsStream<TcpStream>>>,
 ) {
     let handshakes = Arc::new(Semaphore::new(MAX_HANDSHAKES));
     loop {
@@ -98,7 +106,7 @@ async fn accept(
                 Ok(Ok(tls)) => {
                     drop(permit);
                     // Fails only when the server stopped accepting: the connection just closes.
-                    let _ = ready.send(Ok(tls)).await;
+                    let _ = ready.send(Ok(Flattened::new(tls))).await;
                 }
                 Ok(Err(e)) => debug!(?peer, error = %e, "TLS handshake failed"),
                 Err(_) => debug!(?peer, "TLS handshake timed out"),

@@ -3,6 +3,7 @@
 //! never holds up the accept loop or ends the server.
 
 mod files;
+mod flatten;
 mod incoming;
 mod reload;
 
