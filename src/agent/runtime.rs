@@ -127,9 +127,20 @@ enum Entry {
     Checkpoint,
 }
 
+/// How to stop one execution of a run, and why it was stopped.
 struct LiveRun {
     cancel: CancellationToken,
     reason: Arc<Mutex<Option<String>>>,
+}
+
+impl LiveRun {
+    /// Stops the execution, giving `why` unless it was already stopped for a reason.
+    fn stop(&self, why: &str) {
+        if let Ok(mut reason) = self.reason.lock() {
+            reason.get_or_insert_with(|| why.to_owned());
+        }
+        self.cancel.cancel();
+    }
 }
 
 /// The run manager of one replica.

@@ -63,22 +63,24 @@ impl<T: AsyncWrite + Unpin> Flattened<T> {
         Poll::Ready(Ok(()))
     }
 
-    /// Takes `len` more bytes (copied by `put`), writing what was gathered first if they would
-    /// not fit.
-    fn poll_gather(
-        &mut self,
-        cx: &mut Context<'_>,
-        len: usize,
-        put: impl FnOnce(&mut Vec<u8>),
-    ) -> Poll<io::Result<()>> {
+    /// Takes `bufs`: gathers them, writing what was gathered first if they would not fit, or,
+    /// when they are big, writes them straight after it.
+    fn poll_take(&mut self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        let len = bufs.iter().map(|b| b.len()).sum::<usize>();
+        if len >= DIRECT {
+            ready!(self.poll_drain(cx))?;
+            return Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        }
         if self.out.len() + len > DIRECT {
             ready!(self.poll_drain(cx))?;
         }
         if self.out.is_empty() {
             self.out.reserve(len.max(KEEP));
         }
-        put(&mut self.out);
-        Poll::Ready(Ok(()))
+        for b in bufs {
+            self.out.extend_from_slice(b);
+        }
+        Poll::Ready(Ok(len))
     }
 }
 
@@ -98,13 +100,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Flattened<T> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        if buf.len() >= DIRECT {
-            ready!(this.poll_drain(cx))?;
-            return Pin::new(&mut this.io).poll_write(cx, buf);
-        }
-        ready!(this.poll_gather(cx, buf.len(), |out| out.extend_from_slice(buf)))?;
-        Poll::Ready(Ok(buf.len()))
+        self.get_mut().poll_take(cx, &[IoSlice::new(buf)])
     }
 
     fn poll_write_vectored(
@@ -112,18 +108,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Flattened<T> {
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let len = bufs.iter().map(|b| b.len()).sum::<usize>();
-        if len >= DIRECT {
-            ready!(this.poll_drain(cx))?;
-            return Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
-        }
-        ready!(this.poll_gather(cx, len, |out| {
-            for b in bufs {
-                out.extend_from_slice(b);
-            }
-        }))?;
-        Poll::Ready(Ok(len))
+        self.get_mut().poll_take(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -203,10 +203,7 @@ impl Runtime {
         let Some(run) = live.get(run_id) else {
             return false;
         };
-        if let Ok(mut reason) = run.reason.lock() {
-            reason.get_or_insert_with(|| why.to_owned());
-        }
-        run.cancel.cancel();
+        run.stop(why);
         true
     }
 }

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use super::lease::{Own, RecordHandle};
-use super::{Runtime, millis};
+use super::{LiveRun, Runtime, millis};
 use crate::agent::message::now_ms;
 
 /// Renewals in flight at once: a replica with thousands of waiting runs renews them in waves
@@ -32,10 +32,8 @@ pub(super) struct Leases {
 struct Leased {
     run_id: String,
     handle: Arc<RecordHandle>,
-    /// Cancels the run when another replica took it over.
-    cancel: CancellationToken,
-    /// Why it was cancelled.
-    reason: Arc<Mutex<Option<String>>>,
+    /// This execution (not the run id's latest): stopped when another replica took it over.
+    execution: LiveRun,
     /// When its lease was last written (or the run started).
     renewed: Instant,
 }
@@ -72,8 +70,7 @@ impl Leases {
         let entry = Leased {
             run_id: run_id.to_owned(),
             handle,
-            cancel,
-            reason,
+            execution: LiveRun { cancel, reason },
             renewed: Instant::now(),
         };
         self.lock().insert(key, entry);
@@ -103,10 +100,7 @@ impl Leases {
             return;
         };
         warn!(run_id = %run.run_id, "another replica took the run over; stopping it here");
-        if let Ok(mut reason) = run.reason.lock() {
-            reason.get_or_insert_with(|| "Taken over by another server".into());
-        }
-        run.cancel.cancel();
+        run.execution.stop("Taken over by another server");
     }
 
     /// Stops renewing the entry `key`: its end is recorded, or its run is gone.
