@@ -148,13 +148,32 @@ class Session:
     def follow(self, block: Block) -> None:
         process, log = self.spawn(block)
         time.sleep(FOLLOW_FOR)
+        # Interrupted only once it has printed: a Ctrl-C that lands while a wrapper (grpcurl's
+        # Python launcher) is still starting is caught by it and lost in its exec, and the
+        # command then follows the stream forever.
+        deadline = time.time() + COMMAND_TIMEOUT
+        while process.poll() is None and not log.read_bytes().strip() and time.time() < deadline:
+            time.sleep(0.1)
         code = process.poll()
         if code is None:
             os.killpg(process.pid, signal.SIGINT)
-            process.wait(timeout=10)
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                # What each process of the block was doing, for whoever reads the failure.
+                states = subprocess.run(
+                    ["ps", "-o", "pid,stat,wchan:24,args", "-s", str(process.pid)],
+                    capture_output=True, text=True,
+                ).stdout
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                pytest.fail(
+                    f"README line {block.line} did not stop on Ctrl-C within 10 s:\n{block.code}\n"
+                    f"{states}\n{log.read_text(errors='replace')[-3000:]}"
+                )
         output = log.read_text(errors="replace")
         assert code in (None, 0), f"README line {block.line} failed ({code}):\n{block.code}\n{output}"
-        assert output.strip(), f"README line {block.line} printed nothing in {FOLLOW_FOR}s:\n{block.code}"
+        assert output.strip(), f"README line {block.line} printed nothing:\n{block.code}"
         assert "ERROR:" not in output, f"README line {block.line} printed an error:\n{output}"
 
     def close(self) -> None:
