@@ -36,6 +36,13 @@ SERVER_START_TIMEOUT = 900
 COMMAND_TIMEOUT = 180
 
 
+def default_interrupts() -> None:
+    """Ctrl-C as in a terminal: a test launched in the background by a shell without job control
+    inherits SIGINT ignored, and so would the commands (Go's grpcurl keeps an ignored SIGINT)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 @dataclass
 class Block:
     line: int
@@ -108,6 +115,7 @@ class Session:
             process = subprocess.Popen(
                 ["bash", "-euo", "pipefail", "-c", block.code],
                 cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=default_interrupts,
             )
         return process, log
 
@@ -148,12 +156,6 @@ class Session:
     def follow(self, block: Block) -> None:
         process, log = self.spawn(block)
         time.sleep(FOLLOW_FOR)
-        # Interrupted only once it has printed: a Ctrl-C that lands while a wrapper (grpcurl's
-        # Python launcher) is still starting is caught by it and lost in its exec, and the
-        # command then follows the stream forever.
-        deadline = time.time() + COMMAND_TIMEOUT
-        while process.poll() is None and not log.read_bytes().strip() and time.time() < deadline:
-            time.sleep(0.1)
         code = process.poll()
         if code is None:
             os.killpg(process.pid, signal.SIGINT)
@@ -173,7 +175,7 @@ class Session:
                 )
         output = log.read_text(errors="replace")
         assert code in (None, 0), f"README line {block.line} failed ({code}):\n{block.code}\n{output}"
-        assert output.strip(), f"README line {block.line} printed nothing:\n{block.code}"
+        assert output.strip(), f"README line {block.line} printed nothing in {FOLLOW_FOR}s:\n{block.code}"
         assert "ERROR:" not in output, f"README line {block.line} printed an error:\n{output}"
 
     def close(self) -> None:
