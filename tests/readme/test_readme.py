@@ -76,6 +76,25 @@ def blocks(text: str) -> list[Block]:
     return found
 
 
+def stop_group(process: subprocess.Popen, sig: int, timeout: float) -> str | None:
+    """Sends `sig` to the process group `process` leads and waits up to `timeout` seconds. A group
+    that outlives it is killed, and what each of its processes was doing (`ps`) is returned."""
+    if process.poll() is not None:
+        return None
+    os.killpg(process.pid, sig)
+    try:
+        process.wait(timeout=timeout)
+        return None
+    except subprocess.TimeoutExpired:
+        states = subprocess.run(
+            ["ps", "-o", "pid,stat,wchan:24,args", "-s", str(process.pid)],
+            capture_output=True, text=True,
+        ).stdout
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        return states
+
+
 def port_open(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.2)
@@ -93,13 +112,7 @@ class Server:
         return self.log.read_text(errors="replace")[-4000:]
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        stop_group(self.process, signal.SIGTERM, 30)
 
 
 @dataclass
@@ -157,22 +170,12 @@ class Session:
         process, log = self.spawn(block)
         time.sleep(FOLLOW_FOR)
         code = process.poll()
-        if code is None:
-            os.killpg(process.pid, signal.SIGINT)
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                # What each process of the block was doing, for whoever reads the failure.
-                states = subprocess.run(
-                    ["ps", "-o", "pid,stat,wchan:24,args", "-s", str(process.pid)],
-                    capture_output=True, text=True,
-                ).stdout
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-                pytest.fail(
-                    f"README line {block.line} did not stop on Ctrl-C within 10 s:\n{block.code}\n"
-                    f"{states}\n{log.read_text(errors='replace')[-3000:]}"
-                )
+        states = stop_group(process, signal.SIGINT, 10)
+        if states is not None:
+            pytest.fail(
+                f"README line {block.line} did not stop on Ctrl-C within 10 s:\n{block.code}\n"
+                f"{states}\n{log.read_text(errors='replace')[-3000:]}"
+            )
         output = log.read_text(errors="replace")
         assert code in (None, 0), f"README line {block.line} failed ({code}):\n{block.code}\n{output}"
         assert output.strip(), f"README line {block.line} printed nothing in {FOLLOW_FOR}s:\n{block.code}"
