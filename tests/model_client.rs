@@ -1113,6 +1113,44 @@ async fn connections_are_reused_across_calls() {
     mock.shutdown().await;
 }
 
+#[tokio::test]
+async fn an_answer_ends_at_done_while_the_body_lingers() {
+    let mock = MockOpenAi::start().await.unwrap();
+    let provider = provider(&mock);
+    // The body ends 400 ms after `[DONE]`.
+    let linger = Duration::from_millis(400);
+    mock.push(MockReply::Slow {
+        text: "word".into(),
+        delay_per_delta: linger,
+    });
+    let mut stream = provider
+        .stream(request("hi"), CancellationToken::new())
+        .await
+        .unwrap();
+    // The text comes with the rest of the answer and `[DONE]`, right before the lingering.
+    let mut text_at = None;
+    while let Some(event) = tokio::time::timeout(TEST_TIMEOUT, stream.next())
+        .await
+        .unwrap()
+    {
+        if matches!(event.unwrap(), ModelEvent::TextDelta(_)) {
+            text_at = Some(Instant::now());
+        }
+    }
+    let waited = text_at.expect("the text").elapsed();
+    assert!(
+        waited < linger / 2,
+        "the stream ended {waited:?} after its text"
+    );
+    // The body's end is still read, in the background: the next call reuses the connection.
+    tokio::time::sleep(linger * 2).await;
+    mock.push(MockReply::Text("again".into()));
+    assert_eq!(text(&run(&provider, request("again")).await), "again");
+    assert_eq!(mock.connections(), 1);
+    assert_eq!(mock.disconnects(), 0);
+    mock.shutdown().await;
+}
+
 /// Calls in flight at once: how many connections they open, with and without HTTP/2 prior
 /// knowledge; every call must end with its own text either way.
 async fn connections_for_concurrent_calls(http2_prior_knowledge: bool) -> usize {

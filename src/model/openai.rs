@@ -62,12 +62,10 @@ use decode::ChunkDecoder;
 pub use embeddings::OpenAiEmbedder;
 use metadata::kept_headers;
 use retry::{backoff, retry_after};
-use stream::{EventStream, pump_body};
+use stream::{BodySlot, EventStream, keep_body};
 
 /// How much of an error body is kept in [`ModelError::Http`].
 const ERROR_BODY_LIMIT: usize = 2048;
-/// Network reads buffered ahead of the consumer.
-const CHANNEL_CAPACITY: usize = 16;
 
 /// A provider speaking the OpenAI Chat Completions streaming protocol.
 pub struct OpenAiProvider {
@@ -315,29 +313,27 @@ impl ModelProvider for OpenAiProvider {
         // the body is not read into: dropping them frees it while the answer streams.
         *response.headers_mut() = HeaderMap::new();
 
-        // The body is read by its own task so that cancellation drops the connection at once,
-        // even while the consumer is busy elsewhere and not polling the stream.
-        let (tx, rx) = futures::channel::mpsc::channel(CHANNEL_CAPACITY);
+        let body = BodySlot::new(response);
         let finished = CancellationToken::new();
         let gone = cancel.child_token();
-        tokio::spawn(pump_body(
-            response,
-            tx,
+        tokio::spawn(keep_body(
+            body.clone(),
             (cancel.clone(), gone.clone()),
             finished.clone(),
-            self.idle_timeout,
         ));
 
         let state = EventStream {
-            rx,
+            body,
+            idle_timeout: self.idle_timeout,
             cancel,
-            stop_pump: gone.drop_guard(),
+            stop_body: gone.drop_guard(),
             finished,
             parser: SseParser::new(),
             decoder: ChunkDecoder::new(headers, warnings),
             include_raw: request.include_raw,
             json_body: json_body.then(Vec::new),
             pending: VecDeque::new(),
+            tail: false,
             done: false,
         };
         Ok(futures::stream::unfold(state, |mut state| async move {

@@ -1,13 +1,17 @@
-//! The response body's way to the caller: a task copies body bytes into a channel (idle
-//! timeout, cancellation, draining the tail so the connection is reused), and the consumer turns
-//! them into events, from SSE or from a plain JSON completion, through the [`ChunkDecoder`].
+//! The response body's way to the caller: the consumer reads it in place (no task in between,
+//! so each network read costs no extra wake-up), a keeper task drops it on cancellation or
+//! drains its tail once the answer is complete, and the [`ChunkDecoder`] turns the bytes into
+//! events, from SSE or from a plain JSON completion.
 
 use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::channel::mpsc;
-use futures::{SinkExt, StreamExt};
+use http_body::Body as _;
 use serde_json::Value;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -21,68 +25,97 @@ const JSON_BODY_LIMIT: usize = 16 * 1024 * 1024;
 /// How long a finished response may take to deliver its last bytes before the connection is
 /// dropped instead of being reused.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long the consumer itself waits for the body's end after `[DONE]` (normally just the
+/// chunked-encoding terminator, sent with it) before leaving the rest to the keeper: reading
+/// it here puts the connection back in the pool before the next call looks for one.
+const TAIL_WAIT: Duration = Duration::from_millis(10);
 
-/// Copies the response body into `tx` until EOF, an error, cancellation, or the consumer leaves
-/// (`gone`: a child of `cancel` the consumer cancels when it fails or is dropped).
-///
-/// `finished` means the consumer saw the end of the answer (`[DONE]`): what is left of the body
-/// (normally just the chunked-encoding terminator) is drained so the connection can be reused.
-pub(super) async fn pump_body(
-    mut response: reqwest::Response,
-    mut tx: mpsc::Sender<Result<Bytes, ModelError>>,
-    (cancel, gone): (CancellationToken, CancellationToken),
-    finished: CancellationToken,
-    idle_timeout: Duration,
-) {
-    loop {
-        let read = tokio::select! {
-            biased;
-            // First: a consumer that saw the end and left still lets the tail be drained.
-            _ = finished.cancelled() => break,
-            // Returning drops `response`, which closes the connection (HTTP/1) or resets the
-            // stream (HTTP/2): the provider stops generating and billing.
-            _ = gone.cancelled() => return,
-            read = tokio::time::timeout(idle_timeout, response.chunk()) => read,
+/// The response body, shared by the consumer and the keeper; `None` once read to its end or
+/// dropped. Locked only for one poll, never across an await.
+#[derive(Clone)]
+pub(super) struct BodySlot(Arc<Mutex<Option<reqwest::Body>>>);
+
+impl BodySlot {
+    pub(super) fn new(response: reqwest::Response) -> Self {
+        Self(Arc::new(Mutex::new(Some(response.into()))))
+    }
+
+    /// Takes the body out: dropping it closes the connection (HTTP/1) or resets the stream
+    /// (HTTP/2), so the provider stops generating and billing.
+    fn take(&self) -> Option<reqwest::Body> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+
+    /// The next data frame; `None` at the end of the body or once the keeper took it.
+    fn poll_chunk(&self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, reqwest::Error>>> {
+        let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(body) = slot.as_mut() else {
+            return Poll::Ready(None);
         };
-        let item = match read {
-            Err(_) => Err(ModelError::Timeout(format!(
-                "no data from provider for {idle_timeout:?}"
-            ))),
-            Ok(Ok(Some(bytes))) => Ok(bytes),
-            Ok(Ok(None)) => return, // EOF: dropping `tx` tells the consumer
-            Ok(Err(e)) => Err(ModelError::Protocol(format!(
-                "response stream interrupted: {}",
-                describe(&e.without_url())
-            ))),
-        };
-        let is_err = item.is_err();
-        tokio::select! {
-            biased;
-            _ = finished.cancelled() => break,
-            _ = gone.cancelled() => return,
-            sent = tx.send(item) => if sent.is_err() { return },
-        }
-        if is_err {
-            return;
+        loop {
+            match Pin::new(&mut *body).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => {
+                    // Read to its end: dropping it keeps the connection (nothing to poll again).
+                    *slot = None;
+                    return Poll::Ready(None);
+                }
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(Some(Ok(frame))) => {
+                    // Trailers carry nothing for the answer.
+                    if let Ok(data) = frame.into_data() {
+                        return Poll::Ready(Some(Ok(data)));
+                    }
+                }
+            }
         }
     }
-    // The consumer may leave now: only the run's cancellation stops the drain.
-    let drain = async { while let Ok(Some(_)) = response.chunk().await {} };
-    tokio::select! {
-        _ = cancel.cancelled() => {}
-        _ = tokio::time::timeout(DRAIN_TIMEOUT, drain) => {}
+
+    /// Reads and discards the rest of the body, up to its end (which puts the connection back
+    /// in the pool) or an error.
+    async fn skip_rest(&self) {
+        while let Some(Ok(_)) = poll_fn(|cx| self.poll_chunk(cx)).await {}
     }
 }
 
-/// The consumer side: turns body bytes into [`ModelEvent`]s.
+/// Keeps the body's connection in order while the consumer reads: drops the body when the
+/// consumer leaves or the run is cancelled (`gone`: a child of `cancel` the consumer cancels
+/// when it fails or is dropped), even if nobody polls it then; and once the consumer saw the
+/// end of the answer (`finished`: `[DONE]`), drains what is left (normally just the
+/// chunked-encoding terminator) so the connection is reused.
+pub(super) async fn keep_body(
+    body: BodySlot,
+    (cancel, gone): (CancellationToken, CancellationToken),
+    finished: CancellationToken,
+) {
+    tokio::select! {
+        biased;
+        // First: a consumer that saw the end and left still lets the tail be drained.
+        () = finished.cancelled() => {}
+        () = gone.cancelled() => {
+            body.take();
+            return;
+        }
+    }
+    // Until the end, the run's cancellation or DRAIN_TIMEOUT.
+    tokio::select! {
+        () = cancel.cancelled() => {}
+        () = body.skip_rest() => {}
+        () = tokio::time::sleep(DRAIN_TIMEOUT) => {}
+    }
+    // Whatever is left unread closes the connection.
+    body.take();
+}
+
+/// The consumer side: reads the body and turns it into [`ModelEvent`]s.
 pub(super) struct EventStream {
-    /// Read from the pump: a futures channel, which holds a few hundred bytes while the model
-    /// is silent where a tokio one reserves a block of 32 slots (an idle stream's memory).
-    pub(super) rx: mpsc::Receiver<Result<Bytes, ModelError>>,
+    pub(super) body: BodySlot,
+    /// How long the provider may stay silent before the answer fails.
+    pub(super) idle_timeout: Duration,
     pub(super) cancel: CancellationToken,
-    /// Stops the pump (its `gone`) when this stream fails or is dropped.
-    pub(super) stop_pump: DropGuard,
-    /// Tells the pump the answer is complete (see [`pump_body`]).
+    /// Makes the keeper drop the body (its `gone`) when this stream fails or is dropped.
+    pub(super) stop_body: DropGuard,
+    /// Tells the keeper the answer is complete (see [`keep_body`]).
     pub(super) finished: CancellationToken,
     pub(super) parser: SseParser,
     pub(super) decoder: ChunkDecoder,
@@ -90,6 +123,8 @@ pub(super) struct EventStream {
     /// `Some(buffer)` when the server answered with a plain JSON completion instead of SSE.
     pub(super) json_body: Option<Vec<u8>>,
     pub(super) pending: VecDeque<Result<ModelEvent, ModelError>>,
+    /// Set at `[DONE]`: the body's end is read (see [`TAIL_WAIT`]) before the answer finishes.
+    pub(super) tail: bool,
     pub(super) done: bool,
 }
 
@@ -102,10 +137,15 @@ impl EventStream {
             if self.done {
                 return None;
             }
+            if self.tail {
+                self.read_tail().await;
+                self.finish();
+                continue;
+            }
             let read = tokio::select! {
                 biased;
-                _ = self.cancel.cancelled() => Some(Err(ModelError::Cancelled)),
-                read = self.rx.next() => read,
+                () = self.cancel.cancelled() => Some(Err(ModelError::Cancelled)),
+                read = self.read() => read,
             };
             match read {
                 Some(Ok(bytes)) => self.on_bytes(&bytes),
@@ -126,12 +166,40 @@ impl EventStream {
         }
     }
 
+    /// The next read of the body, failing after [`EventStream::idle_timeout`] of silence.
+    async fn read(&self) -> Option<Result<Bytes, ModelError>> {
+        let read = poll_fn(|cx| self.body.poll_chunk(cx));
+        match tokio::time::timeout(self.idle_timeout, read).await {
+            Err(_) => Some(Err(ModelError::Timeout(format!(
+                "no data from provider for {:?}",
+                self.idle_timeout
+            )))),
+            Ok(read) => read.map(|read| {
+                read.map_err(|e| {
+                    ModelError::Protocol(format!(
+                        "response stream interrupted: {}",
+                        describe(&e.without_url())
+                    ))
+                })
+            }),
+        }
+    }
+
+    /// Reads what follows `[DONE]`, for at most [`TAIL_WAIT`] or until cancelled.
+    async fn read_tail(&self) {
+        tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => {}
+            () = self.body.skip_rest() => {}
+            () = tokio::time::sleep(TAIL_WAIT) => {}
+        }
+    }
+
     fn fail(&mut self, error: ModelError) {
         self.pending.push_back(Err(error));
         self.done = true;
-        // Stopping the pump drops the connection.
-        self.rx.close();
-        self.stop_pump.token().cancel();
+        // The keeper drops the connection.
+        self.stop_body.token().cancel();
     }
 
     fn finish(&mut self) {
@@ -139,7 +207,7 @@ impl EventStream {
         self.decoder.finish(&mut events);
         self.pending.extend(events.into_iter().map(Ok));
         self.done = true;
-        // Not `rx.close()`: the pump drains the body's tail so the connection is reused.
+        // The keeper drains the body's tail so the connection is reused.
         self.finished.cancel();
     }
 
@@ -189,7 +257,7 @@ impl EventStream {
                 continue;
             }
             if data == "[DONE]" {
-                self.finish();
+                self.tail = true;
                 return;
             }
             match serde_json::from_str::<Value>(data) {
