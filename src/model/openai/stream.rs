@@ -72,9 +72,15 @@ impl BodySlot {
     }
 
     /// Reads and discards the rest of the body, up to its end (which puts the connection back
-    /// in the pool) or an error.
-    async fn skip_rest(&self) {
-        while let Some(Ok(_)) = poll_fn(|cx| self.poll_chunk(cx)).await {}
+    /// in the pool) or an error, for at most `limit` and unless `cancel` fires first.
+    async fn skip_rest(&self, cancel: &CancellationToken, limit: Duration) {
+        let rest = async { while let Some(Ok(_)) = poll_fn(|cx| self.poll_chunk(cx)).await {} };
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => {}
+            () = rest => {}
+            () = tokio::time::sleep(limit) => {}
+        }
     }
 }
 
@@ -97,12 +103,7 @@ pub(super) async fn keep_body(
             return;
         }
     }
-    // Until the end, the run's cancellation or DRAIN_TIMEOUT.
-    tokio::select! {
-        () = cancel.cancelled() => {}
-        () = body.skip_rest() => {}
-        () = tokio::time::sleep(DRAIN_TIMEOUT) => {}
-    }
+    body.skip_rest(&cancel, DRAIN_TIMEOUT).await;
     // Whatever is left unread closes the connection.
     body.take();
 }
@@ -138,7 +139,7 @@ impl EventStream {
                 return None;
             }
             if self.tail {
-                self.read_tail().await;
+                self.body.skip_rest(&self.cancel, TAIL_WAIT).await;
                 self.finish();
                 continue;
             }
@@ -182,16 +183,6 @@ impl EventStream {
                     ))
                 })
             }),
-        }
-    }
-
-    /// Reads what follows `[DONE]`, for at most [`TAIL_WAIT`] or until cancelled.
-    async fn read_tail(&self) {
-        tokio::select! {
-            biased;
-            () = self.cancel.cancelled() => {}
-            () = self.body.skip_rest() => {}
-            () = tokio::time::sleep(TAIL_WAIT) => {}
         }
     }
 
