@@ -57,6 +57,11 @@ struct Args {
     /// The agentd binary (default: next to this one).
     #[arg(long)]
     agentd: Option<PathBuf>,
+    /// Another agentd binary to compare with (`generate` and `tasks` only): each round runs on
+    /// both, one after the other, so the machine's drift hits both alike, and every figure
+    /// gains its ratio, against / agentd, round by round.
+    #[arg(long)]
+    against: Option<PathBuf>,
     /// The mock-openai binary (default: next to this one).
     #[arg(long)]
     model: Option<PathBuf>,
@@ -110,11 +115,83 @@ enum Stores {
 /// Bytes in a MiB, for memory figures.
 const MIB: f64 = 1024.0 * 1024.0;
 
+/// How the ratio of the two builds' figures is marked.
+const RATIO_LABEL: &str = "against / agentd";
+
+/// The order the builds take their turns in `round`: reversed every other round, so that
+/// neither always goes first (onto a machine the other just warmed or left busy).
+fn turns(builds: usize, round: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..builds).collect();
+    if round % 2 == 1 {
+        order.reverse();
+    }
+    order
+}
+
+/// One build's `generate` figures, a value per round.
+#[derive(Default)]
+struct GenerateRounds {
+    /// Median, p90 and p99 latency one at a time.
+    latency: [Vec<f64>; 3],
+    /// Runs per second one at a time.
+    one: Vec<f64>,
+    /// Runs per second at 16 concurrent runs.
+    sixteen: Vec<f64>,
+    /// agentd's CPU per run at 16 concurrent runs.
+    cpu: Vec<f64>,
+    /// agentd's peak RSS (one value: the peak over every round).
+    peak_rss: Vec<f64>,
+}
+
+impl GenerateRounds {
+    /// One round on `procs`: `runs` runs one at a time, then 16 at once for `time`.
+    async fn measure(
+        &mut self,
+        procs: &Procs,
+        round: usize,
+        runs: usize,
+        time: Duration,
+    ) -> anyhow::Result<()> {
+        let started = std::time::Instant::now();
+        let summary = load::latency_summary(
+            load::sequential_runs(procs, &format!("seq{round}"), runs).await?,
+        );
+        self.one.push(runs as f64 / started.elapsed().as_secs_f64());
+        for (figure, value) in self.latency.iter_mut().zip(summary) {
+            figure.push(value);
+        }
+        let (runs_per_sec, cpu_ms) =
+            load::concurrent_runs(procs, &format!("c16r{round}"), 16, time).await?;
+        self.sixteen.push(runs_per_sec);
+        self.cpu.push(cpu_ms);
+        Ok(())
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     anyhow::ensure!(args.rounds > 0, "--rounds must be at least 1");
-    let agentd = sibling(args.agentd.as_deref(), "agentd")?;
+    let mut builds = vec![Build {
+        label: "agentd",
+        path: sibling(args.agentd.as_deref(), "agentd")?,
+    }];
+    if let Some(path) = &args.against {
+        let compared = [Mode::Generate, Mode::Tasks];
+        anyhow::ensure!(
+            args.modes.iter().all(|mode| compared.contains(mode)),
+            "--against compares the generate and tasks modes: name one or both"
+        );
+        builds.push(Build {
+            label: "against",
+            path: path.clone(),
+        });
+        if !args.json {
+            for build in &builds {
+                println!("{} = {}", build.label, build.path.display());
+            }
+        }
+    }
     let model = sibling(args.model.as_deref(), "mock-openai")?;
     let stores = match args.store {
         Stores::Embedded => vec![StoreKind::Embedded],
@@ -139,7 +216,7 @@ async fn main() -> anyhow::Result<()> {
         let mut bench = Bench {
             args: &args,
             store,
-            agentd: &agentd,
+            builds: &builds,
             model: &model,
             figures: &mut figures,
         };
@@ -172,19 +249,37 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// An agentd binary under measurement.
+struct Build {
+    /// How its figures are marked: `agentd`, or `against` for the one compared with it.
+    label: &'static str,
+    path: PathBuf,
+}
+
 /// One store's measurements.
 struct Bench<'a> {
     args: &'a Args,
     store: StoreKind,
-    agentd: &'a std::path::Path,
+    /// The agentd binary, then the one `--against` names, if any.
+    builds: &'a [Build],
     model: &'a std::path::Path,
     figures: &'a mut Vec<Figure>,
 }
 
 impl Bench<'_> {
-    /// Fresh processes for one mode.
+    /// Fresh processes for one mode, on the first build.
     async fn start(&self, max_runs: usize) -> anyhow::Result<Procs> {
-        Procs::start(self.store, self.agentd, self.model, max_runs).await
+        let agentd = &self.builds[0].path;
+        Procs::start(self.store, agentd, self.model, max_runs).await
+    }
+
+    /// Fresh processes for one mode on every build, all started before any round.
+    async fn start_builds(&self, max_runs: usize) -> anyhow::Result<Vec<Procs>> {
+        let mut started = Vec::with_capacity(self.builds.len());
+        for build in self.builds {
+            started.push(Procs::start(self.store, &build.path, self.model, max_runs).await?);
+        }
+        Ok(started)
     }
 
     fn seconds(&self) -> Duration {
@@ -193,7 +288,36 @@ impl Bench<'_> {
 
     /// Records a figure and prints it as it comes (unless the output is JSON).
     fn record(&mut self, mode: &'static str, name: String, unit: &'static str, rounds: Vec<f64>) {
-        let figure = Figure::new(self.store, mode, name, unit, rounds);
+        self.push(Figure::new(self.store, mode, name, unit, rounds));
+    }
+
+    /// Records a figure measured on every build (`rounds[i]` on build `i`), and with two
+    /// builds, its ratio round by round.
+    fn record_builds(
+        &mut self,
+        mode: &'static str,
+        name: &str,
+        unit: &'static str,
+        rounds: Vec<Vec<f64>>,
+    ) {
+        if let [first, second] = rounds.as_slice() {
+            let ratio = second.iter().zip(first).map(|(b, a)| b / a).collect();
+            let figures = [(self.builds[0].label, first.clone(), unit)]
+                .into_iter()
+                .chain([(self.builds[1].label, second.clone(), unit)])
+                .chain([(RATIO_LABEL, ratio, "ratio")]);
+            for (label, values, unit) in figures {
+                let figure = Figure::new(self.store, mode, name, unit, values);
+                self.push(figure.of_build(label));
+            }
+            return;
+        }
+        for values in rounds {
+            self.record(mode, name.to_owned(), unit, values);
+        }
+    }
+
+    fn push(&mut self, figure: Figure) {
         if !self.args.json {
             println!("{}", figure.line());
         }
@@ -201,97 +325,80 @@ impl Bench<'_> {
     }
 
     async fn generate(&mut self) -> anyhow::Result<()> {
-        let procs = self.start(1024).await?;
-        // Warm-up: connections, the model client's pool, the store's caches.
-        load::sequential_runs(&procs, "warmup", 100).await?;
-        let mut latency = [Vec::new(), Vec::new(), Vec::new()];
-        let mut one = Vec::new();
-        let mut sixteen = Vec::new();
-        let mut cpu = Vec::new();
-        // Rounds interleave the two shapes, so drift on a busy machine hits both alike.
-        for round in 0..self.args.rounds {
-            let started = std::time::Instant::now();
-            let runs = self.args.runs;
-            let summary = load::latency_summary(
-                load::sequential_runs(&procs, &format!("seq{round}"), runs).await?,
-            );
-            one.push(runs as f64 / started.elapsed().as_secs_f64());
-            for (figure, value) in latency.iter_mut().zip(summary) {
-                figure.push(value);
-            }
-            let (runs_per_sec, cpu_ms) =
-                load::concurrent_runs(&procs, &format!("c16r{round}"), 16, self.seconds()).await?;
-            sixteen.push(runs_per_sec);
-            cpu.push(cpu_ms);
+        let builds = self.start_builds(1024).await?;
+        for procs in &builds {
+            // Warm-up: connections, the model client's pool, the store's caches.
+            load::sequential_runs(procs, "warmup", 100).await?;
         }
-        let [p50, p90, p99] = latency;
-        self.record("generate", "c=1 latency median".into(), "ms", p50);
-        self.record("generate", "c=1 latency p90".into(), "ms", p90);
-        self.record("generate", "c=1 latency p99".into(), "ms", p99);
-        self.record("generate", "c=1 throughput".into(), "runs/s", one);
-        self.record("generate", "c=16 throughput".into(), "runs/s", sixteen);
-        self.record("generate", "c=16 agentd CPU per run".into(), "ms", cpu);
+        let mut rounds: Vec<GenerateRounds> = builds.iter().map(|_| Default::default()).collect();
+        // Rounds interleave the two shapes (and the builds), so drift on a busy machine hits
+        // all alike.
+        for round in 0..self.args.rounds {
+            for i in turns(builds.len(), round) {
+                let (procs, figures) = (&builds[i], &mut rounds[i]);
+                figures
+                    .measure(procs, round, self.args.runs, self.seconds())
+                    .await?;
+            }
+        }
         // Once: the peak over every round, so the store's cache had the whole load to grow in.
-        let peak = procs.agentd_peak_rss()? as f64 / MIB;
-        self.record("generate", "agentd peak RSS".into(), "MiB", vec![peak]);
+        for (procs, figures) in builds.iter().zip(&mut rounds) {
+            figures.peak_rss.push(procs.agentd_peak_rss()? as f64 / MIB);
+        }
+        let field = |pick: fn(&GenerateRounds) -> &Vec<f64>| -> Vec<Vec<f64>> {
+            rounds.iter().map(|r| pick(r).clone()).collect()
+        };
+        let rows: [(&str, &'static str, Vec<Vec<f64>>); 7] = [
+            ("c=1 latency median", "ms", field(|r| &r.latency[0])),
+            ("c=1 latency p90", "ms", field(|r| &r.latency[1])),
+            ("c=1 latency p99", "ms", field(|r| &r.latency[2])),
+            ("c=1 throughput", "runs/s", field(|r| &r.one)),
+            ("c=16 throughput", "runs/s", field(|r| &r.sixteen)),
+            ("c=16 agentd CPU per run", "ms", field(|r| &r.cpu)),
+            ("agentd peak RSS", "MiB", field(|r| &r.peak_rss)),
+        ];
+        for (name, unit, values) in rows {
+            self.record_builds("generate", name, unit, values);
+        }
         Ok(())
     }
 
     async fn tasks(&mut self) -> anyhow::Result<()> {
-        let procs = self.start(1024).await?;
-        load::unary_ops(
-            &procs,
-            "warmup",
-            load::Unary::TaskMix,
-            16,
-            Duration::from_secs(1),
-        )
-        .await?;
+        let builds = self.start_builds(1024).await?;
+        for procs in &builds {
+            let warmup = load::Unary::TaskMix;
+            load::unary_ops(procs, "warmup", warmup, 16, Duration::from_secs(1)).await?;
+        }
         for workers in [1, 16, 64] {
-            let (mut mix, mut bare, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
-            let mut cpu = Vec::new();
+            // Per build: the mix, the bare call, their ratio and agentd's CPU per mix call.
+            let mut figures: Vec<[Vec<f64>; 4]> =
+                builds.iter().map(|_| Default::default()).collect();
             for round in 0..self.args.rounds {
                 let tag = format!("c{workers}r{round}");
-                let (tasks, mix_cpu) =
-                    load::unary_ops(&procs, &tag, load::Unary::TaskMix, workers, self.seconds())
-                        .await?;
-                let (health, _) = load::unary_ops(
-                    &procs,
-                    &tag,
-                    load::Unary::HealthCheck,
-                    workers,
-                    self.seconds(),
-                )
-                .await?;
-                mix.push(tasks);
-                bare.push(health);
-                ratio.push(tasks / health);
-                cpu.push(mix_cpu);
+                for i in turns(builds.len(), round) {
+                    let (procs, [mix, bare, ratio, cpu]) = (&builds[i], &mut figures[i]);
+                    let (tasks, mix_cpu) =
+                        load::unary_ops(procs, &tag, load::Unary::TaskMix, workers, self.seconds())
+                            .await?;
+                    let health = load::Unary::HealthCheck;
+                    let (health, _) =
+                        load::unary_ops(procs, &tag, health, workers, self.seconds()).await?;
+                    mix.push(tasks);
+                    bare.push(health);
+                    ratio.push(tasks / health);
+                    cpu.push(mix_cpu);
+                }
             }
-            self.record(
-                "tasks",
-                format!("c={workers} TaskService mix"),
-                "ops/s",
-                mix,
-            );
-            self.record(
-                "tasks",
-                format!("c={workers} health Check (baseline)"),
-                "ops/s",
-                bare,
-            );
-            self.record(
-                "tasks",
-                format!("c={workers} mix / baseline"),
-                "ratio",
-                ratio,
-            );
-            self.record(
-                "tasks",
-                format!("c={workers} agentd CPU per mix call"),
-                "µs",
-                cpu,
-            );
+            let rows = [
+                (format!("c={workers} TaskService mix"), "ops/s"),
+                (format!("c={workers} health Check (baseline)"), "ops/s"),
+                (format!("c={workers} mix / baseline"), "ratio"),
+                (format!("c={workers} agentd CPU per mix call"), "µs"),
+            ];
+            for (i, (name, unit)) in rows.into_iter().enumerate() {
+                let values = figures.iter().map(|build| build[i].clone()).collect();
+                self.record_builds("tasks", &name, unit, values);
+            }
         }
         Ok(())
     }
@@ -450,5 +557,18 @@ impl Bench<'_> {
             keys,
         );
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::turns;
+
+    #[test]
+    fn builds_take_turns_first_in_alternate_rounds() {
+        assert_eq!(turns(2, 0), [0, 1]);
+        assert_eq!(turns(2, 1), [1, 0]);
+        assert_eq!(turns(2, 2), [0, 1]);
+        assert_eq!(turns(1, 1), [0]);
     }
 }

@@ -14,6 +14,10 @@ pub struct Figure {
     pub name: String,
     /// Its unit, e.g. `runs/s`.
     pub unit: &'static str,
+    /// With `--against`: the build it was measured on (`agentd`, `against`), or
+    /// `against / agentd` for their ratio.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build: Option<&'static str>,
     /// Smallest over rounds.
     pub min: f64,
     /// Median over rounds.
@@ -41,6 +45,7 @@ impl Figure {
             mode,
             name: name.into(),
             unit,
+            build: None,
             min: pick(0),
             median: pick(sorted.len() / 2),
             max: pick(sorted.len().saturating_sub(1)),
@@ -48,13 +53,25 @@ impl Figure {
         }
     }
 
+    /// The figure, marked as measured on `build` (see [`Figure::build`]).
+    pub fn of_build(self, build: &'static str) -> Self {
+        Self {
+            build: Some(build),
+            ..self
+        }
+    }
+
     /// The figure as one line of the text table.
     pub fn line(&self) -> String {
+        let name = match self.build {
+            Some(build) => format!("{} [{build}]", self.name),
+            None => self.name.clone(),
+        };
         format!(
-            "{:<19} {:<13} {:<34} {:>10} {:<8} (min {}, max {})",
+            "{:<19} {:<13} {:<48} {:>10} {:<8} (min {}, max {})",
             self.store.name(),
             self.mode,
-            self.name,
+            name,
             number(self.median),
             self.unit,
             number(self.min),
@@ -105,6 +122,9 @@ mod tests {
         assert_eq!((figure.min, figure.median, figure.max), (1.0, 2.0, 3.0));
         assert_eq!(figure.rounds, [3.0, 1.0, 2.0]);
         assert!(figure.line().contains("2.00"), "{}", figure.line());
+        assert_eq!(figure.build, None);
+        let line = figure.of_build("against").line();
+        assert!(line.contains("x [against]"), "{line}");
     }
 
     #[test]
