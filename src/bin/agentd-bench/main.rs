@@ -302,10 +302,11 @@ impl Bench<'_> {
     ) {
         if let [first, second] = rounds.as_slice() {
             let ratio = second.iter().zip(first).map(|(b, a)| b / a).collect();
-            let figures = [(self.builds[0].label, first.clone(), unit)]
-                .into_iter()
-                .chain([(self.builds[1].label, second.clone(), unit)])
-                .chain([(RATIO_LABEL, ratio, "ratio")]);
+            let figures = [
+                (self.builds[0].label, first.clone(), unit),
+                (self.builds[1].label, second.clone(), unit),
+                (RATIO_LABEL, ratio, "ratio"),
+            ];
             for (label, values, unit) in figures {
                 let figure = Figure::new(self.store, mode, name, unit, values);
                 self.push(figure.of_build(label));
