@@ -381,9 +381,9 @@ impl Bench<'_> {
                     let (tasks, mix_cpu) =
                         load::unary_ops(procs, &tag, load::Unary::TaskMix, workers, self.seconds())
                             .await?;
-                    let health = load::Unary::HealthCheck;
+                    let baseline = load::Unary::HealthCheck;
                     let (health, _) =
-                        load::unary_ops(procs, &tag, health, workers, self.seconds()).await?;
+                        load::unary_ops(procs, &tag, baseline, workers, self.seconds()).await?;
                     mix.push(tasks);
                     bare.push(health);
                     ratio.push(tasks / health);
