@@ -8,13 +8,13 @@ mod abort;
 mod decide;
 mod delegate;
 mod lease;
+mod live;
 mod observe;
 mod prepare;
 mod records;
 mod renewal;
 mod scope;
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -44,6 +44,7 @@ use super::{AgentDef, Agents};
 use crate::store::{Cas, LogLimits};
 use crate::tasklist::TaskList;
 use crate::telemetry;
+use live::{LiveRun, LiveRuns, Registered};
 use observe::ClientStream;
 pub(super) use records::decode_record;
 
@@ -127,27 +128,11 @@ enum Entry {
     Checkpoint,
 }
 
-/// How to stop one execution of a run, and why it was stopped.
-struct LiveRun {
-    cancel: CancellationToken,
-    reason: Arc<Mutex<Option<String>>>,
-}
-
-impl LiveRun {
-    /// Stops the execution, giving `why` unless it was already stopped for a reason.
-    fn stop(&self, why: &str) {
-        if let Ok(mut reason) = self.reason.lock() {
-            reason.get_or_insert_with(|| why.to_owned());
-        }
-        self.cancel.cancel();
-    }
-}
-
 /// The run manager of one replica.
 pub struct Runtime {
     deps: RunDeps,
     agents: Arc<Agents>,
-    live: Mutex<HashMap<String, LiveRun>>,
+    live: Arc<LiveRuns>,
     /// The leases of the runs executing here, renewed by [`Runtime::renew_leases`].
     leases: Arc<renewal::Leases>,
     permits: Arc<Semaphore>,
@@ -161,7 +146,7 @@ impl Runtime {
         Arc::new(Self {
             deps,
             agents,
-            live: Mutex::new(HashMap::new()),
+            live: Arc::default(),
             leases: Arc::default(),
             permits: Arc::new(Semaphore::new(limits.max_concurrent_runs)),
             limits,
@@ -315,11 +300,11 @@ impl Runtime {
         let reason = Arc::new(Mutex::new(None));
         let on_disconnect = launch.state.request.on_disconnect;
         let run_id = launch.record.run_id.clone();
-        self.register(&run_id, cancel.clone(), reason.clone());
+        let registered = self.live.register(&run_id, cancel.clone(), reason);
         let span = launch.span.clone();
         let this = self.clone();
         tokio::spawn(
-            this.execute(Box::new(launch), Some(tx), cancel, reason)
+            this.execute(Box::new(launch), Some(tx), cancel, registered)
                 .instrument(span),
         );
         ClientStream {
@@ -447,10 +432,9 @@ impl Runtime {
         launch: Box<Launch>,
         client: Option<ClientSender>,
         cancel: CancellationToken,
-        reason: Arc<Mutex<Option<String>>>,
+        registered: Registered,
     ) {
-        // What this execution registered under the run's id: a continuation registers anew.
-        let registered = reason.clone();
+        let reason = registered.reason().clone();
         // Set up outside the future: only what crosses an await below is kept for the run's
         // whole life (an idle stream's memory), and the launch's box is freed at once.
         let Prepared {
@@ -525,7 +509,7 @@ impl Runtime {
             if record.status != RunStatus::Suspended {
                 em.complete();
             }
-            self.deregister(&run_id, &registered);
+            drop(registered);
             let client = if handoff.is_some() {
                 em.take_client()
             } else {
@@ -549,30 +533,6 @@ impl Runtime {
         .await;
     }
 
-    fn register(
-        &self,
-        run_id: &str,
-        cancel: CancellationToken,
-        reason: Arc<Mutex<Option<String>>>,
-    ) {
-        if let Ok(mut live) = self.live.lock() {
-            live.insert(run_id.to_owned(), LiveRun { cancel, reason });
-        }
-    }
-
-    /// Removes the run's entry if it is still the one registered with `reason`: a suspended
-    /// run's continuation may have registered (replacing it) once its record said suspended,
-    /// before this execution got here.
-    fn deregister(&self, run_id: &str, reason: &Arc<Mutex<Option<String>>>) {
-        if let Ok(mut live) = self.live.lock()
-            && live
-                .get(run_id)
-                .is_some_and(|entry| Arc::ptr_eq(&entry.reason, reason))
-        {
-            live.remove(run_id);
-        }
-    }
-
     /// Waits until no run executes here (each holds a permit until its log is flushed).
     pub async fn drain(&self) {
         let all = u32::try_from(self.limits.max_concurrent_runs).unwrap_or(u32::MAX);
@@ -585,12 +545,7 @@ impl Runtime {
 
     /// Aborts every run executing here (at the end of a shutdown's grace period).
     pub fn abort_all(&self, why: &str) {
-        let running: Vec<String> = self
-            .live
-            .lock()
-            .map(|live| live.keys().cloned().collect())
-            .unwrap_or_default();
-        for run_id in running {
+        for run_id in self.live.ids() {
             self.cancel_local(&run_id, why);
         }
     }

@@ -197,13 +197,6 @@ impl Runtime {
 
     /// Stops a local run; false when it does not run here.
     pub(super) fn cancel_local(&self, run_id: &str, why: &str) -> bool {
-        let Ok(live) = self.live.lock() else {
-            return false;
-        };
-        let Some(run) = live.get(run_id) else {
-            return false;
-        };
-        run.stop(why);
-        true
+        self.live.stop(run_id, why)
     }
 }

@@ -328,18 +328,20 @@ impl Runtime {
     fn spawn_detached(self: &Arc<Self>, launch: Launch) {
         let cancel = CancellationToken::new();
         let reason = Arc::new(Mutex::new(None));
-        self.register(&launch.record.run_id, cancel.clone(), reason.clone());
+        let registered = self
+            .live
+            .register(&launch.record.run_id, cancel.clone(), reason);
         let span = launch.span.clone();
         tokio::spawn(
             self.clone()
-                .execute(Box::new(launch), None, cancel, reason)
+                .execute(Box::new(launch), None, cancel, registered)
                 .instrument(span),
         );
     }
 
     /// Whether the run executes on this replica.
     fn is_live(&self, run_id: &str) -> bool {
-        self.live.lock().is_ok_and(|live| live.contains_key(run_id))
+        self.live.contains(run_id)
     }
 }
 
