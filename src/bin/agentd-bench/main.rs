@@ -135,6 +135,8 @@ struct GenerateRounds {
     latency: [Vec<f64>; 3],
     /// Runs per second one at a time.
     one: Vec<f64>,
+    /// agentd's CPU per run one at a time.
+    one_cpu: Vec<f64>,
     /// Runs per second at 16 concurrent runs.
     sixteen: Vec<f64>,
     /// agentd's CPU per run at 16 concurrent runs.
@@ -153,10 +155,13 @@ impl GenerateRounds {
         time: Duration,
     ) -> anyhow::Result<()> {
         let started = std::time::Instant::now();
+        let cpu = procs.agentd_cpu()?;
         let summary = load::latency_summary(
             load::sequential_runs(procs, &format!("seq{round}"), runs).await?,
         );
         self.one.push(runs as f64 / started.elapsed().as_secs_f64());
+        let cpu = (procs.agentd_cpu()? - cpu).as_secs_f64() * 1000.0;
+        self.one_cpu.push(cpu / runs.max(1) as f64);
         for (figure, value) in self.latency.iter_mut().zip(summary) {
             figure.push(value);
         }
@@ -349,11 +354,12 @@ impl Bench<'_> {
         let field = |pick: fn(&GenerateRounds) -> &Vec<f64>| -> Vec<Vec<f64>> {
             rounds.iter().map(|r| pick(r).clone()).collect()
         };
-        let rows: [(&str, &'static str, Vec<Vec<f64>>); 7] = [
+        let rows: [(&str, &'static str, Vec<Vec<f64>>); 8] = [
             ("c=1 latency median", "ms", field(|r| &r.latency[0])),
             ("c=1 latency p90", "ms", field(|r| &r.latency[1])),
             ("c=1 latency p99", "ms", field(|r| &r.latency[2])),
             ("c=1 throughput", "runs/s", field(|r| &r.one)),
+            ("c=1 agentd CPU per run", "ms", field(|r| &r.one_cpu)),
             ("c=16 throughput", "runs/s", field(|r| &r.sixteen)),
             ("c=16 agentd CPU per run", "ms", field(|r| &r.cpu)),
             ("agentd peak RSS", "MiB", field(|r| &r.peak_rss)),
