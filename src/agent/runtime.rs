@@ -297,10 +297,9 @@ impl Runtime {
     /// [`Runtime::spawn`], stopped when `cancel` is (a sub-agent's run: its supervisor's).
     fn spawn_with(self: &Arc<Self>, launch: Launch, cancel: CancellationToken) -> ChunkStream {
         let (tx, rx) = futures::channel::mpsc::channel(CLIENT_BUFFER);
-        let reason = Arc::new(Mutex::new(None));
         let on_disconnect = launch.state.request.on_disconnect;
         let run_id = launch.record.run_id.clone();
-        let registered = self.live.register(&run_id, cancel.clone(), reason);
+        let registered = self.live.register(&run_id, cancel.clone());
         let span = launch.span.clone();
         let this = self.clone();
         tokio::spawn(

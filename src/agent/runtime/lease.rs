@@ -7,7 +7,7 @@
 //! `error` finish of category `REPLICA`. An Abort recorded meanwhile ends it instead. The
 //! taken-over run's chunks continue its log's sequence numbers.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -327,10 +327,7 @@ impl Runtime {
     /// Observe).
     fn spawn_detached(self: &Arc<Self>, launch: Launch) {
         let cancel = CancellationToken::new();
-        let reason = Arc::new(Mutex::new(None));
-        let registered = self
-            .live
-            .register(&launch.record.run_id, cancel.clone(), reason);
+        let registered = self.live.register(&launch.record.run_id, cancel.clone());
         let span = launch.span.clone();
         tokio::spawn(
             self.clone()

@@ -47,13 +47,13 @@ impl LiveRuns {
     }
 
     /// Lists a new execution of `run_id` (replacing an earlier one's entry), stopped through
-    /// `cancel` with its reason in `reason`.
+    /// `cancel`; its guard keeps the reason it is stopped for.
     pub(super) fn register(
         self: &Arc<Self>,
         run_id: &str,
         cancel: CancellationToken,
-        reason: Arc<Mutex<Option<String>>>,
     ) -> Registered {
+        let reason: Arc<Mutex<Option<String>>> = Arc::default();
         let entry = LiveRun {
             cancel,
             reason: reason.clone(),
@@ -120,7 +120,7 @@ mod tests {
 
     fn execution(runs: &Arc<LiveRuns>, run_id: &str) -> (Registered, CancellationToken) {
         let cancel = CancellationToken::new();
-        let registered = runs.register(run_id, cancel.clone(), Arc::default());
+        let registered = runs.register(run_id, cancel.clone());
         (registered, cancel)
     }
 
