@@ -27,6 +27,9 @@ pub enum RunError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// agentd broke down (a bug): the run's execution stopped without finishing.
+    #[error("{0}")]
+    Internal(String),
 }
 
 impl RunError {

@@ -310,7 +310,7 @@ impl Runtime {
             inner: rx,
             _active: telemetry::metrics().stream_opened(),
             on_disconnect,
-            runtime: self.clone(),
+            live: self.live.clone(),
             run_id,
             finished: false,
         }

@@ -22,6 +22,7 @@ impl From<RunError> for Status {
             RunError::Exhausted(m) => Status::resource_exhausted(m),
             RunError::FailedPrecondition(m) => Status::failed_precondition(m),
             RunError::Store(e) => e.into(),
+            RunError::Internal(m) => Status::internal(m),
         }
     }
 }
