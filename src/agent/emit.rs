@@ -156,11 +156,6 @@ impl Emitter {
         self.log.complete();
     }
 
-    /// Detaches the client (the run goes on for the log only).
-    pub fn detach(&mut self) {
-        self.client = None;
-    }
-
     /// Detaches the client and hands it over (a sub-agent's stream goes on with its
     /// supervisor's continuation).
     pub fn take_client(&mut self) -> Option<ClientSender> {
