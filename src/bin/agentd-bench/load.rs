@@ -141,8 +141,8 @@ pub async fn concurrent_runs(
 ) -> anyhow::Result<(f64, f64)> {
     let cpu = procs.agentd_cpu()?;
     let burst = run_burst(procs, tag, workers, time).await?;
-    let cpu = (procs.agentd_cpu()? - cpu).as_secs_f64() * 1000.0;
-    Ok((burst.rate(), cpu / burst.count.max(1) as f64))
+    let cpu = procs.agentd_cpu_per(cpu, burst.count)?;
+    Ok((burst.rate(), cpu.as_secs_f64() * 1000.0))
 }
 
 /// Runs with `workers` runs in flight for `time`.
@@ -190,8 +190,8 @@ pub async fn unary_ops(
 ) -> anyhow::Result<(f64, f64)> {
     let cpu = procs.agentd_cpu()?;
     let burst = unary_burst(procs, tag, what, workers, time).await?;
-    let cpu = (procs.agentd_cpu()? - cpu).as_secs_f64() * 1e6;
-    Ok((burst.rate(), cpu / burst.count.max(1) as f64))
+    let cpu = procs.agentd_cpu_per(cpu, burst.count)?;
+    Ok((burst.rate(), cpu.as_secs_f64() * 1e6))
 }
 
 /// Calls of `what` with `workers` callers for `time`.

@@ -160,8 +160,8 @@ impl GenerateRounds {
             load::sequential_runs(procs, &format!("seq{round}"), runs).await?,
         );
         self.one.push(runs as f64 / started.elapsed().as_secs_f64());
-        let cpu = (procs.agentd_cpu()? - cpu).as_secs_f64() * 1000.0;
-        self.one_cpu.push(cpu / runs.max(1) as f64);
+        let cpu = procs.agentd_cpu_per(cpu, runs as u64)?;
+        self.one_cpu.push(cpu.as_secs_f64() * 1000.0);
         for (figure, value) in self.latency.iter_mut().zip(summary) {
             figure.push(value);
         }
@@ -486,7 +486,8 @@ impl Bench<'_> {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 let n = burst.count.max(1) as f64;
                 let per = redis.totals()?.per(store_before, n);
-                let agentd_ms = (procs.agentd_cpu()? - cpu_before).as_secs_f64() * 1000.0 / n;
+                let agentd_ms =
+                    procs.agentd_cpu_per(cpu_before, burst.count)?.as_secs_f64() * 1000.0;
                 let values = [
                     burst.rate(),
                     per.commands,

@@ -232,6 +232,13 @@ impl Procs {
         Ok(Duration::from_millis(ticks * 10))
     }
 
+    /// agentd's CPU time since `before` (an [`Procs::agentd_cpu`] reading), per one of `count`
+    /// runs or calls.
+    pub fn agentd_cpu_per(&self, before: Duration, count: u64) -> anyhow::Result<Duration> {
+        let used = self.agentd_cpu()?.saturating_sub(before);
+        Ok(used.div_f64(count.max(1) as f64))
+    }
+
     /// agentd's resident memory, in bytes (`VmRSS` of /proc).
     pub fn agentd_rss(&self) -> anyhow::Result<u64> {
         self.agentd_status("VmRSS")
