@@ -12,7 +12,7 @@ use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 
-use crate::procs::Procs;
+use crate::procs::{MachineCpu, Procs};
 use crate::report::{median, quantile};
 
 /// Workers per HTTP/2 connection: a load generator's usual pooling.
@@ -180,18 +180,35 @@ pub enum Unary {
     HealthCheck,
 }
 
-/// Operations per second of `what` with `workers` callers for `time`.
+/// What [`unary_ops`] measured.
+pub struct UnaryFigures {
+    /// Calls per second.
+    pub rate: f64,
+    /// agentd's CPU time per call, in microseconds.
+    pub agentd_cpu_us: f64,
+    /// The share of the machine's CPU time left idle meanwhile, in percent.
+    pub machine_idle: f64,
+}
+
+/// Operations per second of `what` with `workers` callers for `time`, what agentd spent per
+/// call and how much of the machine stayed idle.
 pub async fn unary_ops(
     procs: &Procs,
     tag: &str,
     what: Unary,
     workers: usize,
     time: Duration,
-) -> anyhow::Result<(f64, f64)> {
+) -> anyhow::Result<UnaryFigures> {
     let cpu = procs.agentd_cpu()?;
+    let machine = MachineCpu::now()?;
     let burst = unary_burst(procs, tag, what, workers, time).await?;
+    let machine_idle = machine.idle_since()?;
     let cpu = procs.agentd_cpu_per(cpu, burst.count)?;
-    Ok((burst.rate(), cpu.as_secs_f64() * 1e6))
+    Ok(UnaryFigures {
+        rate: burst.rate(),
+        agentd_cpu_us: cpu.as_secs_f64() * 1e6,
+        machine_idle,
+    })
 }
 
 /// Calls of `what` with `workers` callers for `time`.

@@ -377,23 +377,27 @@ impl Bench<'_> {
             load::unary_ops(procs, "warmup", warmup, 16, Duration::from_secs(1)).await?;
         }
         for workers in [1, 16, 64] {
-            // Per build: the mix, the bare call, their ratio and agentd's CPU per mix call.
-            let mut figures: Vec<[Vec<f64>; 4]> =
+            // Per build: the mix, the bare call, their ratio, agentd's CPU per mix call and the
+            // machine's idle share during each.
+            let mut figures: Vec<[Vec<f64>; 6]> =
                 builds.iter().map(|_| Default::default()).collect();
             for round in 0..self.args.rounds {
                 let tag = format!("c{workers}r{round}");
                 for i in turns(builds.len(), round) {
-                    let (procs, [mix, bare, ratio, cpu]) = (&builds[i], &mut figures[i]);
-                    let (tasks, mix_cpu) =
+                    let (procs, [mix, bare, ratio, cpu, mix_idle, bare_idle]) =
+                        (&builds[i], &mut figures[i]);
+                    let tasks =
                         load::unary_ops(procs, &tag, load::Unary::TaskMix, workers, self.seconds())
                             .await?;
                     let baseline = load::Unary::HealthCheck;
-                    let (health, _) =
+                    let health =
                         load::unary_ops(procs, &tag, baseline, workers, self.seconds()).await?;
-                    mix.push(tasks);
-                    bare.push(health);
-                    ratio.push(tasks / health);
-                    cpu.push(mix_cpu);
+                    mix.push(tasks.rate);
+                    bare.push(health.rate);
+                    ratio.push(tasks.rate / health.rate);
+                    cpu.push(tasks.agentd_cpu_us);
+                    mix_idle.push(tasks.machine_idle);
+                    bare_idle.push(health.machine_idle);
                 }
             }
             let rows = [
@@ -401,6 +405,8 @@ impl Bench<'_> {
                 (format!("c={workers} health Check (baseline)"), "ops/s"),
                 (format!("c={workers} mix / baseline"), "ratio"),
                 (format!("c={workers} agentd CPU per mix call"), "µs"),
+                (format!("c={workers} machine idle during the mix"), "%"),
+                (format!("c={workers} machine idle during the baseline"), "%"),
             ];
             for (i, (name, unit)) in rows.into_iter().enumerate() {
                 let values = figures.iter().map(|build| build[i].clone()).collect();

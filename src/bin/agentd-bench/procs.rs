@@ -261,6 +261,53 @@ impl Procs {
     }
 }
 
+/// A reading of the machine's CPU time (all cores, from /proc/stat), to tell how much of it
+/// stayed idle over a burst: idle cores under load mean callers waiting, not a CPU bound.
+#[derive(Clone, Copy, Debug)]
+pub struct MachineCpu {
+    total: u64,
+    idle: u64,
+}
+
+impl MachineCpu {
+    /// The machine's CPU time so far.
+    pub fn now() -> anyhow::Result<Self> {
+        Self::parse(&std::fs::read_to_string("/proc/stat")?)
+    }
+
+    /// Reads the summed `cpu` line of a /proc/stat text.
+    fn parse(stat: &str) -> anyhow::Result<Self> {
+        let ticks: Vec<u64> = stat
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("cpu "))
+            .context("no cpu line in /proc/stat")?
+            .split_whitespace()
+            .map(|f| f.parse().unwrap_or(0))
+            .collect();
+        // user nice system idle iowait irq softirq steal (guest time is inside user).
+        let (total, idle) = ticks
+            .iter()
+            .take(8)
+            .enumerate()
+            .fold((0, 0), |(total, idle), (i, t)| {
+                (total + t, idle + if i == 3 || i == 4 { *t } else { 0 })
+            });
+        Ok(Self { total, idle })
+    }
+
+    /// The share of the machine's CPU time left idle since `self`, in percent.
+    pub fn idle_since(self) -> anyhow::Result<f64> {
+        Ok(self.idle_until(Self::now()?))
+    }
+
+    /// The share of CPU time left idle between `self` and `later`, in percent.
+    fn idle_until(self, later: Self) -> f64 {
+        let total = later.total.saturating_sub(self.total).max(1);
+        later.idle.saturating_sub(self.idle) as f64 * 100.0 / total as f64
+    }
+}
+
 /// The benchmark's agentd: the planner agent of the workload, an agent on the silent model for
 /// idle streams, quiet logs, and room for every idle stream.
 fn config_text(
@@ -350,5 +397,23 @@ async fn wait_until_serving(url: &str, proc: &Proc) -> anyhow::Result<()> {
             bail!("{} did not start serving at {url}", proc.name);
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_share_counts_idle_and_iowait_of_all_cores() {
+        let stat = |user, idle, iowait| {
+            format!("cpu  {user} 0 100 {idle} {iowait} 0 0 0 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n")
+        };
+        let before = MachineCpu::parse(&stat(1000, 500, 0)).expect("parses");
+        // 300 ticks busy, 60 idle, 40 waiting on I/O: 100 of 400 ticks not working.
+        let after = MachineCpu::parse(&stat(1300, 560, 40)).expect("parses");
+        assert_eq!(before.idle_until(after), 25.0);
+        assert_eq!(after.idle_until(after), 0.0);
+        assert!(MachineCpu::parse("intr 1 2 3\n").is_err());
     }
 }
