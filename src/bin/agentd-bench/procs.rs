@@ -286,14 +286,10 @@ impl MachineCpu {
             .map(|f| f.parse().unwrap_or(0))
             .collect();
         // user nice system idle iowait irq softirq steal (guest time is inside user).
-        let (total, idle) = ticks
-            .iter()
-            .take(8)
-            .enumerate()
-            .fold((0, 0), |(total, idle), (i, t)| {
-                (total + t, idle + if i == 3 || i == 4 { *t } else { 0 })
-            });
-        Ok(Self { total, idle })
+        Ok(Self {
+            total: ticks.iter().take(8).sum(),
+            idle: ticks.iter().skip(3).take(2).sum(),
+        })
     }
 
     /// The share of the machine's CPU time left idle since `self`, in percent.
