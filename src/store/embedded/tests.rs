@@ -508,3 +508,58 @@ async fn a_backlog_of_expired_records_is_swept_pass_after_pass() {
     }
     assert!(schedule(&store).await.is_empty());
 }
+
+// Read-your-writes, whatever the writer's schedule: a reply (or a watcher's notification) must
+// never come before a read can see the write. Replying before the commit without making reads
+// wait for it fails both tests below (tried on 2026-12-06, see README: Benchmarks).
+
+#[tokio::test]
+async fn a_large_write_reads_back_whole_right_after_its_reply() {
+    const ROWS: usize = 100_000;
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, EmbeddedOptions::default());
+    // Many rows make a long commit.
+    store
+        .write_sized(UNBOUNDED, |tx, _| {
+            let mut table = tx.open_table(INDEX)?;
+            for i in 0..ROWS {
+                table.insert(("i", format!("m{i:06}").as_str()), ())?;
+            }
+            Ok(())
+        })
+        .await
+        .unwrap();
+    let rows = store.read_now(|tx, _| Ok(tx.open_table(INDEX)?.len()?));
+    assert_eq!(rows.unwrap(), ROWS as u64, "the point read missed rows");
+    let listed = store.index_members("i").await.unwrap();
+    assert_eq!(listed.len(), ROWS, "the pooled read missed rows");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writers_and_watchers_read_back_what_they_heard_of() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(open(&dir, EmbeddedOptions::default()));
+    let writers = (0..32).map(|n| {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let key = ThreadKey {
+                thread_id: format!("t{n}"),
+                resource_id: "r".into(),
+            };
+            let mut watch = store.watch_doc(&key, "d").await.unwrap();
+            for i in 1..=40u64 {
+                let edit: DocEdit = Box::new(move |_| Ok(Some(Bytes::from(i.to_string()))));
+                let written = store.update_doc(&key, "d", edit).await.unwrap();
+                assert_eq!(written, i);
+                let read = store.get_doc(&key, "d").await.unwrap().unwrap();
+                assert_eq!(read.version, i, "the writer read an older version");
+                let heard = next(&mut watch).await.version;
+                let read = store.get_doc(&key, "d").await.unwrap().unwrap();
+                assert!(read.version >= heard, "a watcher read an older version");
+            }
+        })
+    });
+    for writer in futures::future::join_all(writers).await {
+        writer.unwrap();
+    }
+}
