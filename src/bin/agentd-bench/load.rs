@@ -188,10 +188,13 @@ pub struct UnaryFigures {
     pub agentd_cpu_us: f64,
     /// The share of the machine's CPU time left idle meanwhile, in percent.
     pub machine_idle: f64,
+    /// The machine's CPU time per call (every process: agentd, the load generator, the store),
+    /// in microseconds.
+    pub machine_cpu_us: f64,
 }
 
-/// Operations per second of `what` with `workers` callers for `time`, what agentd spent per
-/// call and how much of the machine stayed idle.
+/// Operations per second of `what` with `workers` callers for `time`, what agentd and the whole
+/// machine spent per call and how much of the machine stayed idle.
 pub async fn unary_ops(
     procs: &Procs,
     tag: &str,
@@ -202,12 +205,13 @@ pub async fn unary_ops(
     let cpu = procs.agentd_cpu()?;
     let machine = MachineCpu::now()?;
     let burst = unary_burst(procs, tag, what, workers, time).await?;
-    let machine_idle = machine.idle_since()?;
+    let machine = machine.since()?;
     let cpu = procs.agentd_cpu_per(cpu, burst.count)?;
     Ok(UnaryFigures {
         rate: burst.rate(),
         agentd_cpu_us: cpu.as_secs_f64() * 1e6,
-        machine_idle,
+        machine_idle: machine.idle_percent,
+        machine_cpu_us: machine.busy.as_secs_f64() * 1e6 / burst.count.max(1) as f64,
     })
 }
 

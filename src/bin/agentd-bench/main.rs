@@ -115,6 +115,21 @@ enum Stores {
 /// Bytes in a MiB, for memory figures.
 const MIB: f64 = 1024.0 * 1024.0;
 
+/// The rows `tasks` prints for each number of callers (name after `c=N`, unit), in the order
+/// of its values. The last is the mix / baseline ratio with every core busy at the CPU per call
+/// measured: what is left to bound the mix once nothing waits.
+const TASKS_ROWS: [(&str, &str); 9] = [
+    ("TaskService mix", "ops/s"),
+    ("health Check (baseline)", "ops/s"),
+    ("mix / baseline", "ratio"),
+    ("agentd CPU per mix call", "µs"),
+    ("machine idle during the mix", "%"),
+    ("machine idle during the baseline", "%"),
+    ("machine CPU per mix call", "µs"),
+    ("machine CPU per baseline call", "µs"),
+    ("mix / baseline with no core idle", "ratio"),
+];
+
 /// How the ratio of the two builds' figures is marked.
 const RATIO_LABEL: &str = "against / agentd";
 
@@ -377,40 +392,38 @@ impl Bench<'_> {
             load::unary_ops(procs, "warmup", warmup, 16, Duration::from_secs(1)).await?;
         }
         for workers in [1, 16, 64] {
-            // Per build: the mix, the bare call, their ratio, agentd's CPU per mix call and the
-            // machine's idle share during each.
-            let mut figures: Vec<[Vec<f64>; 6]> =
+            // Per build and row of TASKS_ROWS, a value per round.
+            let mut figures: Vec<[Vec<f64>; TASKS_ROWS.len()]> =
                 builds.iter().map(|_| Default::default()).collect();
             for round in 0..self.args.rounds {
                 let tag = format!("c{workers}r{round}");
                 for i in turns(builds.len(), round) {
-                    let (procs, [mix, bare, ratio, cpu, mix_idle, bare_idle]) =
-                        (&builds[i], &mut figures[i]);
+                    let procs = &builds[i];
                     let tasks =
                         load::unary_ops(procs, &tag, load::Unary::TaskMix, workers, self.seconds())
                             .await?;
                     let baseline = load::Unary::HealthCheck;
                     let health =
                         load::unary_ops(procs, &tag, baseline, workers, self.seconds()).await?;
-                    mix.push(tasks.rate);
-                    bare.push(health.rate);
-                    ratio.push(tasks.rate / health.rate);
-                    cpu.push(tasks.agentd_cpu_us);
-                    mix_idle.push(tasks.machine_idle);
-                    bare_idle.push(health.machine_idle);
+                    let values = [
+                        tasks.rate,
+                        health.rate,
+                        tasks.rate / health.rate,
+                        tasks.agentd_cpu_us,
+                        tasks.machine_idle,
+                        health.machine_idle,
+                        tasks.machine_cpu_us,
+                        health.machine_cpu_us,
+                        health.machine_cpu_us / tasks.machine_cpu_us.max(f64::MIN_POSITIVE),
+                    ];
+                    for (figure, value) in figures[i].iter_mut().zip(values) {
+                        figure.push(value);
+                    }
                 }
             }
-            let rows = [
-                (format!("c={workers} TaskService mix"), "ops/s"),
-                (format!("c={workers} health Check (baseline)"), "ops/s"),
-                (format!("c={workers} mix / baseline"), "ratio"),
-                (format!("c={workers} agentd CPU per mix call"), "µs"),
-                (format!("c={workers} machine idle during the mix"), "%"),
-                (format!("c={workers} machine idle during the baseline"), "%"),
-            ];
-            for (i, (name, unit)) in rows.into_iter().enumerate() {
+            for (i, (name, unit)) in TASKS_ROWS.into_iter().enumerate() {
                 let values = figures.iter().map(|build| build[i].clone()).collect();
-                self.record_builds("tasks", &name, unit, values);
+                self.record_builds("tasks", &format!("c={workers} {name}"), unit, values);
             }
         }
         Ok(())

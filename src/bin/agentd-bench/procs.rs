@@ -292,16 +292,30 @@ impl MachineCpu {
         })
     }
 
-    /// The share of the machine's CPU time left idle since `self`, in percent.
-    pub fn idle_since(self) -> anyhow::Result<f64> {
-        Ok(self.idle_until(Self::now()?))
+    /// How the machine's CPU time was spent since `self`.
+    pub fn since(self) -> anyhow::Result<MachineUse> {
+        Ok(self.until(Self::now()?))
     }
 
-    /// The share of CPU time left idle between `self` and `later`, in percent.
-    fn idle_until(self, later: Self) -> f64 {
-        let total = later.total.saturating_sub(self.total).max(1);
-        later.idle.saturating_sub(self.idle) as f64 * 100.0 / total as f64
+    /// How the machine's CPU time was spent between `self` and `later`.
+    fn until(self, later: Self) -> MachineUse {
+        let total = later.total.saturating_sub(self.total);
+        let idle = later.idle.saturating_sub(self.idle);
+        MachineUse {
+            idle_percent: idle as f64 * 100.0 / total.max(1) as f64,
+            // USER_HZ, as for agentd's own CPU time.
+            busy: Duration::from_millis(total.saturating_sub(idle) * 10),
+        }
     }
+}
+
+/// The machine's CPU time over a burst, all cores and processes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MachineUse {
+    /// The share left idle (idle and iowait), in percent.
+    pub idle_percent: f64,
+    /// The time spent working.
+    pub busy: Duration,
 }
 
 /// The benchmark's agentd: the planner agent of the workload, an agent on the silent model for
@@ -401,15 +415,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn idle_share_counts_idle_and_iowait_of_all_cores() {
+    fn machine_use_counts_idle_and_iowait_of_all_cores_and_the_rest_as_work() {
         let stat = |user, idle, iowait| {
             format!("cpu  {user} 0 100 {idle} {iowait} 0 0 0 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n")
         };
         let before = MachineCpu::parse(&stat(1000, 500, 0)).expect("parses");
         // 300 ticks busy, 60 idle, 40 waiting on I/O: 100 of 400 ticks not working.
         let after = MachineCpu::parse(&stat(1300, 560, 40)).expect("parses");
-        assert_eq!(before.idle_until(after), 25.0);
-        assert_eq!(after.idle_until(after), 0.0);
+        let spent = before.until(after);
+        assert_eq!(spent.idle_percent, 25.0);
+        assert_eq!(spent.busy, Duration::from_secs(3));
+        let none = after.until(after);
+        assert_eq!(none.idle_percent, 0.0);
+        assert_eq!(none.busy, Duration::ZERO);
         assert!(MachineCpu::parse("intr 1 2 3\n").is_err());
     }
 }
