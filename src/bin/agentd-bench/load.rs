@@ -12,7 +12,7 @@ use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 
-use crate::procs::{MachineCpu, Procs};
+use crate::procs::{MachineCpu, Procs, per_call};
 use crate::report::{median, quantile};
 
 /// Workers per HTTP/2 connection: a load generator's usual pooling.
@@ -211,7 +211,7 @@ pub async fn unary_ops(
         rate: burst.rate(),
         agentd_cpu_us: cpu.as_secs_f64() * 1e6,
         machine_idle: machine.idle_percent,
-        machine_cpu_us: machine.busy.as_secs_f64() * 1e6 / burst.count.max(1) as f64,
+        machine_cpu_us: per_call(machine.busy, burst.count).as_secs_f64() * 1e6,
     })
 }
 

@@ -228,15 +228,14 @@ impl Procs {
             .iter()
             .map(|f| f.parse::<u64>().unwrap_or(0))
             .sum();
-        // Linux reports these in USER_HZ, 100 per second on every mainstream architecture.
-        Ok(Duration::from_millis(ticks * 10))
+        Ok(from_ticks(ticks))
     }
 
     /// agentd's CPU time since `before` (an [`Procs::agentd_cpu`] reading), per one of `count`
     /// runs or calls.
     pub fn agentd_cpu_per(&self, before: Duration, count: u64) -> anyhow::Result<Duration> {
         let used = self.agentd_cpu()?.saturating_sub(before);
-        Ok(used.div_f64(count.max(1) as f64))
+        Ok(per_call(used, count))
     }
 
     /// agentd's resident memory, in bytes (`VmRSS` of /proc).
@@ -259,6 +258,17 @@ impl Procs {
             .with_context(|| format!("no {field} in /proc status"))?;
         Ok(kib * 1024)
     }
+}
+
+/// CPU time given in clock ticks, as /proc reports it: USER_HZ, 100 per second on every
+/// mainstream architecture.
+fn from_ticks(ticks: u64) -> Duration {
+    Duration::from_millis(ticks * 10)
+}
+
+/// CPU time `used` over `count` runs or calls, per one of them.
+pub fn per_call(used: Duration, count: u64) -> Duration {
+    used.div_f64(count.max(1) as f64)
 }
 
 /// A reading of the machine's CPU time (all cores, from /proc/stat), to tell how much of it
@@ -303,8 +313,7 @@ impl MachineCpu {
         let idle = later.idle.saturating_sub(self.idle);
         MachineUse {
             idle_percent: idle as f64 * 100.0 / total.max(1) as f64,
-            // USER_HZ, as for agentd's own CPU time.
-            busy: Duration::from_millis(total.saturating_sub(idle) * 10),
+            busy: from_ticks(total.saturating_sub(idle)),
         }
     }
 }
