@@ -14,11 +14,13 @@ use (grpcio-tools), so the example needs nothing but `pip install grpcio grpcio-
 """
 
 import argparse
+import atexit
 import importlib
 import importlib.resources
 import json
 import pathlib
 import queue
+import shutil
 import sys
 import tempfile
 import uuid
@@ -37,6 +39,8 @@ def load_stubs():
     from grpc_tools import protoc
 
     out = tempfile.mkdtemp(prefix="agentd-stubs-")
+    # Imported once generated: the files go when the example exits.
+    atexit.register(shutil.rmtree, out, ignore_errors=True)
     well_known = str(importlib.resources.files("grpc_tools") / "_proto")
     # agentd's own protos only: google/rpc is the standard's, which grpcio-status already ships.
     protos = sorted(str(p.relative_to(ROOT / "proto")) for p in (ROOT / "proto" / "agentd").rglob("*.proto"))

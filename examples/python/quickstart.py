@@ -14,11 +14,13 @@ but `pip install grpcio grpcio-tools`.
 """
 
 import argparse
+import atexit
 import importlib
 import importlib.resources
 import json
 import os
 import pathlib
+import shutil
 import sys
 import tempfile
 import uuid
@@ -38,6 +40,8 @@ def load_stubs():
     from grpc_tools import protoc
 
     out = tempfile.mkdtemp(prefix="agentd-stubs-")
+    # Imported once generated: the files go when the example exits.
+    atexit.register(shutil.rmtree, out, ignore_errors=True)
     well_known = str(importlib.resources.files("grpc_tools") / "_proto")
     protos = sorted(str(p.relative_to(ROOT / "proto")) for p in (ROOT / "proto" / "agentd").rglob("*.proto"))
     args = ["protoc", f"-I{ROOT / 'proto'}", f"-I{well_known}", f"--python_out={out}", f"--grpc_python_out={out}", *protos]

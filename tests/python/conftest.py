@@ -19,6 +19,12 @@ import pytest  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
+# Everything the session writes to a temp dir (stubs, agentd's stores, the example scripts' stubs,
+# Chromium's profile and socket dirs) goes under one dir that is removed when the session ends:
+# repeated runs leave nothing in /tmp. Children inherit it through TMPDIR.
+SESSION_TMP = tempfile.TemporaryDirectory(prefix="agentd-tests-", ignore_cleanup_errors=True)
+os.environ["TMPDIR"] = tempfile.tempdir = SESSION_TMP.name
+
 
 @pytest.fixture(scope="session")
 def stubs():
