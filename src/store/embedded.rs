@@ -51,6 +51,7 @@ use super::{
 };
 use job::{Ctx, Note};
 use notify::{Hub, Subscription, control_stream, follow_stream, watch_stream};
+use tables::Tables;
 use writer::{Msg, Writer};
 
 use docs::{Doc, read_doc};
@@ -67,6 +68,7 @@ mod notify;
 mod runs;
 mod schema;
 mod scores;
+mod tables;
 mod threads;
 mod vectors;
 mod writer;
@@ -195,7 +197,7 @@ impl EmbeddedStore {
     async fn write<T, F>(&self, op: F) -> StoreResult<T>
     where
         T: Send + 'static,
-        F: FnMut(&WriteTransaction, &mut Ctx) -> StoreResult<T> + Send + 'static,
+        F: FnMut(&Tables<'_>, &mut Ctx) -> StoreResult<T> + Send + 'static,
     {
         self.write_sized(0, op).await
     }
@@ -206,7 +208,7 @@ impl EmbeddedStore {
     async fn write_sized<T, F>(&self, bytes: usize, op: F) -> StoreResult<T>
     where
         T: Send + 'static,
-        F: FnMut(&WriteTransaction, &mut Ctx) -> StoreResult<T> + Send + 'static,
+        F: FnMut(&Tables<'_>, &mut Ctx) -> StoreResult<T> + Send + 'static,
     {
         let (job, done) = job::job(op);
         self.writer.submit(job, bytes <= IN_PLACE_BYTES)?;

@@ -3,10 +3,11 @@
 //! transaction.
 
 use bytes::Bytes;
-use redb::{ReadableTable, Table, WriteTransaction};
+use redb::{ReadableTable, Table};
 
 use super::job::{Ctx, Note};
-use super::schema::{DOCS, DocKey, DocRow, THREADS, next_version};
+use super::schema::{DocKey, DocRow, next_version};
+use super::tables::Tables;
 use super::threads::{owned_thread, save_thread};
 use crate::store::{Cas, DocEdit, StoreResult, ThreadKey, Versioned};
 
@@ -88,7 +89,7 @@ pub(super) fn cas_doc(
 /// Compare-and-set of a thread's document: ownership checked, thread created or touched,
 /// watchers notified on commit.
 pub(super) fn cas_thread_doc(
-    tx: &WriteTransaction,
+    tx: &Tables<'_>,
     ctx: &mut Ctx,
     key: &ThreadKey,
     kind: &str,
@@ -107,7 +108,7 @@ pub(super) fn cas_thread_doc(
 /// Rewrites a thread's document with `edit` (see [`crate::store::Store::update_doc`]); returns
 /// its version afterwards.
 pub(super) fn update_thread_doc(
-    tx: &WriteTransaction,
+    tx: &Tables<'_>,
     ctx: &mut Ctx,
     key: &ThreadKey,
     kind: &str,
@@ -123,16 +124,16 @@ pub(super) fn update_thread_doc(
 /// Reads a thread's document, lets `decide` pick the value to write (or an answer without
 /// writing), and writes it: the shared steps of every thread document write.
 fn with_thread_doc<T>(
-    tx: &WriteTransaction,
+    tx: &Tables<'_>,
     ctx: &mut Ctx,
     key: &ThreadKey,
     kind: &str,
     decide: impl FnOnce(Option<&Doc>) -> StoreResult<Result<Bytes, T>>,
 ) -> StoreResult<Result<u64, T>> {
-    let mut threads = tx.open_table(THREADS)?;
-    let thread = owned_thread(&threads, key)?;
-    let mut docs = tx.open_table(DOCS)?;
-    let current = read_doc(&docs, &key.thread_id, kind)?;
+    let mut threads = tx.threads()?;
+    let thread = owned_thread(&*threads, key)?;
+    let mut docs = tx.docs()?;
+    let current = read_doc(&*docs, &key.thread_id, kind)?;
     let value = match decide(current.as_ref())? {
         Ok(value) => value,
         Err(answer) => return Ok(Err(answer)),

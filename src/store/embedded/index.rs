@@ -1,19 +1,15 @@
 //! Named sets of members on the embedded store (the runs awaiting a decision on a thread or a
 //! resource, say).
 
-use redb::{ReadTransaction, WriteTransaction};
+use redb::ReadTransaction;
 
 use super::schema::INDEX;
+use super::tables::Tables;
 use crate::store::StoreResult;
 
 /// Adds `member` to `index`, or removes it (`present: false`).
-pub(super) fn set(
-    tx: &WriteTransaction,
-    index: &str,
-    member: &str,
-    present: bool,
-) -> StoreResult<()> {
-    let mut table = tx.open_table(INDEX)?;
+pub(super) fn set(tx: &Tables<'_>, index: &str, member: &str, present: bool) -> StoreResult<()> {
+    let mut table = tx.index()?;
     if present {
         table.insert((index, member), ())?;
     } else {

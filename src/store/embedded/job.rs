@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use redb::WriteTransaction;
 use tokio::sync::oneshot;
 
+use super::tables::Tables;
 use super::{DocTopic, Shared};
 use crate::store::{LogEntry, StoreError, StoreResult, Versioned};
 
@@ -32,7 +32,7 @@ pub(super) enum Note {
 /// A queued mutation, type-erased for the writer.
 pub(super) trait Job: Send {
     /// Runs the mutation in `tx`; an error means `tx` must be aborted.
-    fn apply(&mut self, tx: &WriteTransaction, now_ms: u64) -> StoreResult<()>;
+    fn apply(&mut self, tx: &Tables<'_>, now_ms: u64) -> StoreResult<()>;
     /// Publishes the notifications and replies, once committed.
     fn complete(self: Box<Self>, shared: &Shared);
     /// Replies with an error; nothing of the job was committed.
@@ -43,7 +43,7 @@ pub(super) trait Job: Send {
 pub(super) fn job<T, F>(op: F) -> (Box<dyn Job>, oneshot::Receiver<StoreResult<T>>)
 where
     T: Send + 'static,
-    F: FnMut(&WriteTransaction, &mut Ctx) -> StoreResult<T> + Send + 'static,
+    F: FnMut(&Tables<'_>, &mut Ctx) -> StoreResult<T> + Send + 'static,
 {
     let (reply, done) = oneshot::channel();
     let pending = Pending {
@@ -66,9 +66,9 @@ struct Pending<T, F> {
 impl<T, F> Job for Pending<T, F>
 where
     T: Send,
-    F: FnMut(&WriteTransaction, &mut Ctx) -> StoreResult<T> + Send,
+    F: FnMut(&Tables<'_>, &mut Ctx) -> StoreResult<T> + Send,
 {
-    fn apply(&mut self, tx: &WriteTransaction, now_ms: u64) -> StoreResult<()> {
+    fn apply(&mut self, tx: &Tables<'_>, now_ms: u64) -> StoreResult<()> {
         let mut ctx = Ctx {
             now_ms,
             notes: Vec::new(),

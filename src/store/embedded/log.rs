@@ -7,11 +7,12 @@
 use std::ops::Range;
 
 use bytes::Bytes;
-use redb::{ReadTransaction, ReadableTable, WriteTransaction};
+use redb::{ReadTransaction, ReadableTable};
 
 use super::job::Ctx;
 use super::runs::reschedule;
 use super::schema::{EXPIRING_LOG, LOG_BATCHES, LOG_ENTRIES, LOG_HEADS};
+use super::tables::Tables;
 use crate::store::{LogEntry, LogLimits, StoreError, StoreResult};
 
 /// A chunk log's bounds: positions `first..next` hold its entries.
@@ -41,14 +42,14 @@ pub(super) fn read_head(
 
 /// Appends to a run's log, drops what exceeds `max_chunks` and restarts its time-to-live.
 pub(super) fn append_log(
-    tx: &WriteTransaction,
+    tx: &Tables<'_>,
     ctx: &Ctx,
     run_id: &str,
     chunks: &[LogEntry],
     limits: LogLimits,
 ) -> StoreResult<()> {
-    let mut heads = tx.open_table(LOG_HEADS)?;
-    let stored = read_head(&heads, run_id)?;
+    let mut heads = tx.log_heads()?;
+    let stored = read_head(&*heads, run_id)?;
     let mut head = match stored {
         // An expired log the sweep has not reached yet: its chunks must not reappear.
         Some(head) if head.expires_ms <= ctx.now_ms => {
@@ -67,7 +68,7 @@ pub(super) fn append_log(
     };
     if !chunks.is_empty() {
         let count = chunks.len() as u64;
-        tx.open_table(LOG_BATCHES)?
+        tx.log_batches()?
             .insert((run_id, head.next), (count, encode(chunks).as_slice()))?;
         head.next += count;
     }
@@ -88,7 +89,7 @@ pub(super) fn append_log(
 /// Removes the entries at `positions` (the front of the log: no row starts before it). A batch
 /// that runs past the end keeps its tail, re-keyed at the end.
 pub(super) fn remove_positions(
-    tx: &WriteTransaction,
+    tx: &Tables<'_>,
     run_id: &str,
     positions: Range<u64>,
 ) -> StoreResult<()> {
@@ -96,9 +97,8 @@ pub(super) fn remove_positions(
         return Ok(());
     }
     let range = (run_id, positions.start)..(run_id, positions.end);
-    tx.open_table(LOG_ENTRIES)?
-        .retain_in(range.clone(), |_, _| false)?;
-    let mut batches = tx.open_table(LOG_BATCHES)?;
+    tx.log_entries()?.retain_in(range.clone(), |_, _| false)?;
+    let mut batches = tx.log_batches()?;
     let mut tail = None;
     if let Some(last) = batches.range(range.clone())?.next_back() {
         let (key, value) = last?;
@@ -120,13 +120,9 @@ pub(super) fn remove_positions(
 
 /// Removes a run's log (head and entries) if it has expired by `now_ms`; a log a later append
 /// extended is kept, and its expiry returned.
-pub(super) fn purge_log(
-    tx: &WriteTransaction,
-    run_id: &str,
-    now_ms: u64,
-) -> StoreResult<Option<u64>> {
-    let mut heads = tx.open_table(LOG_HEADS)?;
-    match read_head(&heads, run_id)? {
+pub(super) fn purge_log(tx: &Tables<'_>, run_id: &str, now_ms: u64) -> StoreResult<Option<u64>> {
+    let mut heads = tx.log_heads()?;
+    match read_head(&*heads, run_id)? {
         Some(head) if head.expires_ms > now_ms => Ok(Some(head.expires_ms)),
         Some(head) => {
             remove_positions(tx, run_id, head.first..head.next)?;

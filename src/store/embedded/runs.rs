@@ -4,24 +4,24 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use redb::{ReadTransaction, ReadableTable, WriteTransaction};
+use redb::{ReadTransaction, ReadableTable};
 
 use super::SWEEP_LIMIT;
 use super::job::Ctx;
 use super::log::{purge_log, read_head};
 use super::schema::{
-    CLAIMS, EXPIRING_CLAIM, EXPIRING_LOG, EXPIRING_RUN, EXPIRY, LEASE_OF, LEASES, LOG_HEADS, RUNS,
-    RunRow, THREADS, next_version,
+    EXPIRING_CLAIM, EXPIRING_LOG, EXPIRING_RUN, LEASES, RUNS, RunRow, next_version,
 };
+use super::tables::Tables;
 use super::threads::{append_to_thread, owned_thread};
 use crate::store::{Cas, EndWritten, MessageAppend, RunWrite, StoreError, StoreResult, Versioned};
 
 /// Writes a run record if its stored version is `run.expected`, with its expiry and lease.
-pub(super) fn cas_run(tx: &WriteTransaction, ctx: &Ctx, run: &RunWrite) -> StoreResult<Cas> {
+pub(super) fn cas_run(tx: &Tables<'_>, ctx: &Ctx, run: &RunWrite) -> StoreResult<Cas> {
     let run_id = run.run_id.as_str();
-    let mut runs = tx.open_table(RUNS)?;
-    let stored_expiry = read_expiry(&runs, run_id, |(_, expires, _)| expires)?;
-    let current = read_run(&runs, run_id, ctx.now_ms)?;
+    let mut runs = tx.runs()?;
+    let stored_expiry = read_expiry(&*runs, run_id, |(_, expires, _)| expires)?;
+    let current = read_run(&*runs, run_id, ctx.now_ms)?;
     if current.as_ref().map_or(0, |run| run.version) != run.expected {
         return Ok(Cas::Conflict(current));
     }
@@ -40,13 +40,13 @@ pub(super) fn cas_run(tx: &WriteTransaction, ctx: &Ctx, run: &RunWrite) -> Store
 /// Ends a run in one step: its record (if its version is `run.expected`) and its messages.
 /// The thread's owner is checked first, so a job failing on it has written nothing.
 pub(super) fn end_run(
-    tx: &WriteTransaction,
+    tx: &Tables<'_>,
     ctx: &Ctx,
     messages: &MessageAppend,
     run: &RunWrite,
 ) -> StoreResult<EndWritten> {
-    let mut rows = tx.open_table(THREADS)?;
-    let thread = owned_thread(&rows, &messages.key)?;
+    let mut rows = tx.threads()?;
+    let thread = owned_thread(&*rows, &messages.key)?;
     let record = cas_run(tx, ctx, run)?;
     let first_message = match record {
         Cas::Written(_) => Some(append_to_thread(
@@ -98,7 +98,7 @@ pub(super) fn read_expiry<V: redb::Value + 'static>(
 /// writes so touch the schedule once, where each moved the entry. `old` is the expiry the
 /// record had (`None`: it is new), `new` the one it gets (`None`: it is deleted).
 pub(super) fn reschedule(
-    tx: &WriteTransaction,
+    tx: &Tables<'_>,
     kind: u8,
     id: &str,
     old: Option<u64>,
@@ -108,12 +108,12 @@ pub(super) fn reschedule(
         // An entry at or before `old` is there already.
         (Some(old), Some(new)) if new >= old => {}
         (_, Some(new)) => {
-            tx.open_table(EXPIRY)?.insert((new, kind, id), ())?;
+            tx.expiry()?.insert((new, kind, id), ())?;
         }
         // An entry elsewhere (the record was rewritten) is dropped by the sweep, which finds
         // nothing to purge.
         (Some(old), None) => {
-            tx.open_table(EXPIRY)?.remove((old, kind, id))?;
+            tx.expiry()?.remove((old, kind, id))?;
         }
         (None, None) => {}
     }
@@ -122,8 +122,8 @@ pub(super) fn reschedule(
 
 /// Visits up to [`SWEEP_LIMIT`] schedule entries that are due: deletes their records if they
 /// have expired, and moves the entry of a record whose expiry was pushed later to it.
-pub(super) fn sweep_expired(tx: &WriteTransaction, now_ms: u64) -> StoreResult<usize> {
-    let mut expiry = tx.open_table(EXPIRY)?;
+pub(super) fn sweep_expired(tx: &Tables<'_>, now_ms: u64) -> StoreResult<usize> {
+    let mut expiry = tx.expiry()?;
     let due = expiry
         .range(..(now_ms.saturating_add(1), 0, ""))?
         .take(SWEEP_LIMIT)
@@ -143,17 +143,13 @@ pub(super) fn sweep_expired(tx: &WriteTransaction, now_ms: u64) -> StoreResult<u
 }
 
 /// Lists the run in [`LEASES`] until `until` (Unix ms), or takes it off the list (`None`).
-pub(super) fn set_lease(
-    tx: &WriteTransaction,
-    run_id: &str,
-    until: Option<u64>,
-) -> StoreResult<()> {
-    let mut lease_of = tx.open_table(LEASE_OF)?;
+pub(super) fn set_lease(tx: &Tables<'_>, run_id: &str, until: Option<u64>) -> StoreResult<()> {
+    let mut lease_of = tx.lease_of()?;
     let previous = lease_of.get(run_id)?.map(|v| v.value());
     if previous == until {
         return Ok(());
     }
-    let mut leases = tx.open_table(LEASES)?;
+    let mut leases = tx.leases()?;
     if let Some(previous) = previous {
         leases.remove((previous, run_id))?;
     }
@@ -171,17 +167,12 @@ pub(super) fn set_lease(
 
 /// Deletes one record if it has expired by `now_ms`; a record a later write extended is kept,
 /// and its expiry returned.
-pub(super) fn purge(
-    tx: &WriteTransaction,
-    kind: u8,
-    id: &str,
-    now_ms: u64,
-) -> StoreResult<Option<u64>> {
+pub(super) fn purge(tx: &Tables<'_>, kind: u8, id: &str, now_ms: u64) -> StoreResult<Option<u64>> {
     let alive = |at: u64| at > now_ms;
     match kind {
         EXPIRING_RUN => {
-            let mut runs = tx.open_table(RUNS)?;
-            match read_expiry(&runs, id, |(_, expires, _)| expires)? {
+            let mut runs = tx.runs()?;
+            match read_expiry(&*runs, id, |(_, expires, _)| expires)? {
                 Some(at) if alive(at) => return Ok(Some(at)),
                 Some(_) => {
                     runs.remove(id)?;
@@ -193,8 +184,8 @@ pub(super) fn purge(
         }
         EXPIRING_LOG => return purge_log(tx, id, now_ms),
         EXPIRING_CLAIM => {
-            let mut claims = tx.open_table(CLAIMS)?;
-            match read_expiry(&claims, id, |(expires, _)| expires)? {
+            let mut claims = tx.claims()?;
+            match read_expiry(&*claims, id, |(expires, _)| expires)? {
                 Some(at) if alive(at) => return Ok(Some(at)),
                 Some(_) => {
                     claims.remove(id)?;
@@ -208,9 +199,9 @@ pub(super) fn purge(
 }
 
 /// Deletes a run's record and chunk log now, with their places in the expiry schedule.
-pub(super) fn delete_run(tx: &WriteTransaction, run_id: &str) -> StoreResult<()> {
-    let run_expiry = read_expiry(&tx.open_table(RUNS)?, run_id, |(_, expires, _)| expires)?;
-    let log_expiry = read_head(&tx.open_table(LOG_HEADS)?, run_id)?.map(|h| h.expires_ms);
+pub(super) fn delete_run(tx: &Tables<'_>, run_id: &str) -> StoreResult<()> {
+    let run_expiry = read_expiry(&*tx.runs()?, run_id, |(_, expires, _)| expires)?;
+    let log_expiry = read_head(&*tx.log_heads()?, run_id)?.map(|h| h.expires_ms);
     reschedule(tx, EXPIRING_RUN, run_id, run_expiry, None)?;
     reschedule(tx, EXPIRING_LOG, run_id, log_expiry, None)?;
     set_lease(tx, run_id, None)?;
@@ -247,13 +238,13 @@ pub(super) fn expired_leases(
 /// Claims an idempotency key for `ttl`: `None` if this call claimed it, else the value of the
 /// live claim that holds it.
 pub(super) fn claim(
-    tx: &WriteTransaction,
+    tx: &Tables<'_>,
     ctx: &Ctx,
     key: &str,
     value: &[u8],
     ttl: Duration,
 ) -> StoreResult<Option<Bytes>> {
-    let mut claims = tx.open_table(CLAIMS)?;
+    let mut claims = tx.claims()?;
     let stored_expiry = match claims.get(key)? {
         Some(guard) => {
             let (expires, first) = guard.value();

@@ -4,10 +4,11 @@
 use bytes::Bytes;
 use redb::{ReadTransaction, ReadableTable, TableDefinition, WriteTransaction};
 
+use super::tables::Tables;
 use crate::store::{StoreError, StoreResult};
 
 /// (list, position) → encoded score record.
-const SCORES: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("scores");
+pub(super) const SCORES: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("scores");
 
 /// Creates the table (so that readers never meet a missing one).
 pub(super) fn create_tables(tx: &WriteTransaction) -> StoreResult<()> {
@@ -16,8 +17,8 @@ pub(super) fn create_tables(tx: &WriteTransaction) -> StoreResult<()> {
 }
 
 /// Appends `score` at the next position of each list.
-pub(super) fn append(tx: &WriteTransaction, lists: &[String], score: &[u8]) -> StoreResult<()> {
-    let mut table = tx.open_table(SCORES)?;
+pub(super) fn append(tx: &Tables<'_>, lists: &[String], score: &[u8]) -> StoreResult<()> {
+    let mut table = tx.scores()?;
     for list in lists {
         let next = match table
             .range((list.as_str(), 0)..=(list.as_str(), u64::MAX))?

@@ -162,13 +162,13 @@ async fn logs_written_one_chunk_per_row_read_and_trim_with_batches() {
     };
     store
         .write(|tx, ctx| {
-            let mut entries = tx.open_table(LOG_ENTRIES)?;
+            let mut entries = tx.log_entries()?;
             for position in 0..2u64 {
                 let chunk = [b'a' + position as u8];
                 entries.insert(("run", position), (position + 1, chunk.as_slice()))?;
             }
             let expires = ctx.expires_at(Duration::from_secs(60));
-            tx.open_table(LOG_HEADS)?.insert("run", (0, 2, expires))?;
+            tx.log_heads()?.insert("run", (0, 2, expires))?;
             Ok(())
         })
         .await
@@ -291,12 +291,11 @@ async fn jobs_commit_in_the_order_submitted() {
             let member = member.clone();
             // On the thread: the write after it must not overtake it in place.
             store.write_sized(UNBOUNDED, move |tx, _| {
-                tx.open_table(INDEX)?.insert(("i", member.as_str()), ())?;
+                tx.index()?.insert(("i", member.as_str()), ())?;
                 Ok(())
             })
         };
-        let read = store
-            .write(move |tx, _| Ok(tx.open_table(INDEX)?.get(("i", member.as_str()))?.is_some()));
+        let read = store.write(move |tx, _| Ok(tx.index()?.get(("i", member.as_str()))?.is_some()));
         let (inserted, seen) = tokio::join!(insert, read);
         inserted.unwrap();
         assert!(seen.unwrap(), "write {i} overtook the one before it");
@@ -521,7 +520,7 @@ async fn a_large_write_reads_back_whole_right_after_its_reply() {
     // Many rows make a long commit.
     store
         .write_sized(UNBOUNDED, |tx, _| {
-            let mut table = tx.open_table(INDEX)?;
+            let mut table = tx.index()?;
             for i in 0..ROWS {
                 table.insert(("i", format!("m{i:06}").as_str()), ())?;
             }

@@ -13,6 +13,7 @@ use redb::{
 
 use super::docs::{Doc, read_doc};
 use super::schema::{DOCS, DocKey, DocRow, MESSAGES, THREADS, ThreadRow};
+use super::tables::Tables;
 use crate::store::{
     Cas, MessageQuery, StoreError, StoreResult, StoredMessage, ThreadCursor, ThreadInfo, ThreadKey,
     ThreadOrder, ThreadView, Versioned,
@@ -20,8 +21,9 @@ use crate::store::{
 
 /// (resource, order, time_ms, thread id) → (): a resource's threads by creation (order 0) and
 /// by last update (order 1).
-pub(super) const THREAD_LIST: TableDefinition<(&str, u8, u64, &str), ()> =
+pub(super) const THREAD_LIST: TableDefinition<ThreadListKey, ()> =
     TableDefinition::new("thread_list");
+pub(super) type ThreadListKey = (&'static str, u8, u64, &'static str);
 /// thread id → how many of its messages were deleted.
 pub(super) const THREAD_DELETED: TableDefinition<&str, u64> =
     TableDefinition::new("thread_deleted");
@@ -101,21 +103,21 @@ pub(super) fn load(
 /// Appends `messages` to the thread of `key` (created when absent); returns the position of
 /// the first. Ownership is checked before anything is written.
 pub(super) fn append_messages(
-    tx: &WriteTransaction,
+    tx: &Tables<'_>,
     now_ms: u64,
     key: &ThreadKey,
     meta: Option<&[u8]>,
     messages: &[Bytes],
 ) -> StoreResult<u64> {
-    let mut threads = tx.open_table(THREADS)?;
-    let thread = owned_thread(&threads, key)?;
+    let mut threads = tx.threads()?;
+    let thread = owned_thread(&*threads, key)?;
     append_to_thread(tx, &mut threads, thread, now_ms, key, meta, messages)
 }
 
 /// [`append_messages`] to `thread`, the row of `key` as [`owned_thread`] read it from
 /// `threads` (`None`: the thread is created).
 pub(super) fn append_to_thread(
-    tx: &WriteTransaction,
+    tx: &Tables<'_>,
     threads: &mut redb::Table<&'static str, ThreadRow>,
     thread: Option<Thread>,
     now_ms: u64,
@@ -124,7 +126,7 @@ pub(super) fn append_to_thread(
     messages: &[Bytes],
 ) -> StoreResult<u64> {
     let first = thread.as_ref().map_or(0, |thread| thread.next);
-    let mut table = tx.open_table(MESSAGES)?;
+    let mut table = tx.messages()?;
     for (position, message) in (first..).zip(messages) {
         table.insert((key.thread_id.as_str(), position), message.as_ref())?;
     }
@@ -136,7 +138,7 @@ pub(super) fn append_to_thread(
 /// Writes the thread row (creating it for `key.resource_id` or updating the existing one) and
 /// moves it in its resource's listing.
 pub(super) fn save_thread(
-    tx: &WriteTransaction,
+    tx: &Tables<'_>,
     table: &mut redb::Table<&'static str, ThreadRow>,
     key: &ThreadKey,
     existing: Option<Thread>,
@@ -150,9 +152,6 @@ pub(super) fn save_thread(
             (thread, Some(listed_at))
         }
         None => {
-            let owner = key.resource_id.as_str();
-            let mut list = tx.open_table(THREAD_LIST)?;
-            list.insert((owner, BY_CREATED, now_ms, key.thread_id.as_str()), ())?;
             let thread = Thread {
                 owner: key.resource_id.clone(),
                 created_ms: now_ms,
@@ -170,10 +169,12 @@ pub(super) fn save_thread(
         return Ok(());
     }
     if listed_at != Some(updated) {
-        let mut list = tx.open_table(THREAD_LIST)?;
+        // One opening of the listing for all its changes (a new thread has two entries).
+        let mut list = tx.thread_list()?;
         let (owner, id) = (thread.owner.as_str(), key.thread_id.as_str());
-        if let Some(at) = listed_at {
-            list.remove((owner, BY_UPDATED, at, id))?;
+        match listed_at {
+            None => list.insert((owner, BY_CREATED, now_ms, id), ()).map(drop)?,
+            Some(at) => list.remove((owner, BY_UPDATED, at, id)).map(drop)?,
         }
         list.insert((owner, BY_UPDATED, updated, id), ())?;
     }
@@ -217,14 +218,14 @@ pub(super) fn get(tx: &ReadTransaction, key: &ThreadKey) -> StoreResult<Option<T
 
 /// Replaces the metadata if it is still `expected`.
 pub(super) fn cas_meta(
-    tx: &WriteTransaction,
+    tx: &Tables<'_>,
     now_ms: u64,
     key: &ThreadKey,
     expected: Option<&[u8]>,
     meta: &[u8],
 ) -> StoreResult<Option<bool>> {
-    let mut threads = tx.open_table(THREADS)?;
-    let Some(thread) = owned_thread(&threads, key)? else {
+    let mut threads = tx.threads()?;
+    let Some(thread) = owned_thread(&*threads, key)? else {
         return Ok(None);
     };
     if thread.meta.as_deref() != expected {
@@ -323,16 +324,16 @@ pub(super) fn last_messages(
 
 /// Deletes messages by position; counts the ones that existed.
 pub(super) fn delete_messages(
-    tx: &WriteTransaction,
+    tx: &Tables<'_>,
     now_ms: u64,
     key: &ThreadKey,
     positions: &[u64],
 ) -> StoreResult<u64> {
-    let mut threads = tx.open_table(THREADS)?;
-    let Some(thread) = owned_thread(&threads, key)? else {
+    let mut threads = tx.threads()?;
+    let Some(thread) = owned_thread(&*threads, key)? else {
         return Ok(0);
     };
-    let mut messages = tx.open_table(MESSAGES)?;
+    let mut messages = tx.messages()?;
     let mut removed = 0u64;
     for &position in positions {
         if messages
@@ -343,7 +344,7 @@ pub(super) fn delete_messages(
         }
     }
     if removed > 0 {
-        let mut deleted = tx.open_table(THREAD_DELETED)?;
+        let mut deleted = tx.thread_deleted()?;
         let before = deleted
             .get(key.thread_id.as_str())?
             .map_or(0, |g| g.value());
@@ -354,13 +355,13 @@ pub(super) fn delete_messages(
 }
 
 /// Deletes a thread with its messages, the named documents and its listing entries.
-pub(super) fn delete(tx: &WriteTransaction, key: &ThreadKey, docs: &[String]) -> StoreResult<bool> {
-    let mut threads = tx.open_table(THREADS)?;
-    let Some(thread) = owned_thread(&threads, key)? else {
+pub(super) fn delete(tx: &Tables<'_>, key: &ThreadKey, docs: &[String]) -> StoreResult<bool> {
+    let mut threads = tx.threads()?;
+    let Some(thread) = owned_thread(&*threads, key)? else {
         return Ok(false);
     };
     let id = key.thread_id.as_str();
-    let mut messages = tx.open_table(MESSAGES)?;
+    let mut messages = tx.messages()?;
     let positions: Vec<u64> = messages
         .range((id, 0)..(id, thread.next))?
         .map(|entry| Ok(entry?.0.value().1))
@@ -368,15 +369,15 @@ pub(super) fn delete(tx: &WriteTransaction, key: &ThreadKey, docs: &[String]) ->
     for position in positions {
         messages.remove((id, position))?;
     }
-    let mut table = tx.open_table(DOCS)?;
+    let mut table = tx.docs()?;
     for kind in docs {
         table.remove((id, kind.as_str()))?;
     }
-    let mut list = tx.open_table(THREAD_LIST)?;
+    let mut list = tx.thread_list()?;
     let owner = thread.owner.as_str();
     list.remove((owner, BY_CREATED, thread.created_ms, id))?;
     list.remove((owner, BY_UPDATED, thread.updated_ms, id))?;
-    tx.open_table(THREAD_DELETED)?.remove(id)?;
+    tx.thread_deleted()?.remove(id)?;
     threads.remove(id)?;
     Ok(true)
 }
@@ -408,14 +409,14 @@ pub(super) fn get_resource_doc(
 
 /// Compare-and-set of a resource document.
 pub(super) fn cas_resource_doc(
-    tx: &WriteTransaction,
+    tx: &Tables<'_>,
     now_ms: u64,
     resource_id: &str,
     kind: &str,
     expected: u64,
     value: &[u8],
 ) -> StoreResult<Cas> {
-    let mut docs = tx.open_table(RESOURCE_DOCS)?;
+    let mut docs = tx.resource_docs()?;
     super::docs::cas_doc(&mut docs, (resource_id, kind), now_ms, expected, value)
 }
 

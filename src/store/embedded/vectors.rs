@@ -5,16 +5,19 @@
 use bytes::Bytes;
 use redb::{ReadTransaction, ReadableTable, TableDefinition, WriteTransaction};
 
+use super::tables::Tables;
 use crate::store::{StoreError, StoreResult, VectorBatch, VectorEntry};
 
 /// resource id → (epoch, last sequence number).
-const VECTOR_HEADS: TableDefinition<&str, (u64, u64)> = TableDefinition::new("vector_heads");
+pub(super) const VECTOR_HEADS: TableDefinition<&str, (u64, u64)> =
+    TableDefinition::new("vector_heads");
 /// (resource id, sequence number) → (thread id, position, vector bytes).
-const VECTORS: TableDefinition<(&str, u64), VectorRow> = TableDefinition::new("vectors");
-type VectorRow = (&'static str, u64, &'static [u8]);
+pub(super) const VECTORS: TableDefinition<(&str, u64), VectorRow> = TableDefinition::new("vectors");
+pub(super) type VectorRow = (&'static str, u64, &'static [u8]);
 /// (resource id, thread id, position) → sequence number.
-const VECTOR_THREADS: TableDefinition<(&str, &str, u64), u64> =
+pub(super) const VECTOR_THREADS: TableDefinition<VectorThreadKey, u64> =
     TableDefinition::new("vector_threads");
+pub(super) type VectorThreadKey = (&'static str, &'static str, u64);
 
 /// Creates the tables (so that readers never meet a missing one).
 pub(super) fn create_tables(tx: &WriteTransaction) -> StoreResult<()> {
@@ -27,14 +30,14 @@ pub(super) fn create_tables(tx: &WriteTransaction) -> StoreResult<()> {
 /// Appends `entries`; an entry for a message that already has one replaces it (and bumps the
 /// epoch, since readers may hold the old one).
 pub(super) fn append(
-    tx: &WriteTransaction,
+    tx: &Tables<'_>,
     resource_id: &str,
     entries: &[VectorEntry],
 ) -> StoreResult<()> {
-    let mut heads = tx.open_table(VECTOR_HEADS)?;
-    let (mut epoch, mut seq) = read_head(&heads, resource_id)?;
-    let mut vectors = tx.open_table(VECTORS)?;
-    let mut threads = tx.open_table(VECTOR_THREADS)?;
+    let mut heads = tx.vector_heads()?;
+    let (mut epoch, mut seq) = read_head(&*heads, resource_id)?;
+    let mut vectors = tx.vectors()?;
+    let mut threads = tx.vector_threads()?;
     for entry in entries {
         seq = seq
             .checked_add(1)
@@ -89,12 +92,12 @@ pub(super) fn read(
 /// Deletes a thread's entries (those at `positions` only, when given); bumps the epoch when any
 /// existed.
 pub(super) fn delete(
-    tx: &WriteTransaction,
+    tx: &Tables<'_>,
     resource_id: &str,
     thread_id: &str,
     positions: Option<&[u64]>,
 ) -> StoreResult<u64> {
-    let mut threads = tx.open_table(VECTOR_THREADS)?;
+    let mut threads = tx.vector_threads()?;
     let found: Vec<(u64, u64)> = match positions {
         Some(positions) => {
             let mut found = Vec::new();
@@ -116,13 +119,13 @@ pub(super) fn delete(
     if found.is_empty() {
         return Ok(0);
     }
-    let mut vectors = tx.open_table(VECTORS)?;
+    let mut vectors = tx.vectors()?;
     for &(position, seq) in &found {
         threads.remove((resource_id, thread_id, position))?;
         vectors.remove((resource_id, seq))?;
     }
-    let mut heads = tx.open_table(VECTOR_HEADS)?;
-    let (epoch, seq) = read_head(&heads, resource_id)?;
+    let mut heads = tx.vector_heads()?;
+    let (epoch, seq) = read_head(&*heads, resource_id)?;
     heads.insert(resource_id, (epoch + 1, seq))?;
     Ok(u64::try_from(found.len()).unwrap_or(u64::MAX))
 }

@@ -16,6 +16,7 @@ use tokio::sync::oneshot;
 
 use super::job::Job;
 use super::runs::sweep_expired;
+use super::tables::Tables;
 use super::{EmbeddedOptions, SWEEP_LIMIT, Shared, closed, now_ms};
 use crate::store::StoreResult;
 
@@ -271,8 +272,12 @@ impl Core {
     fn commit_jobs(&self, batch: &mut [Box<dyn Job>], durable: bool) -> StoreResult<()> {
         let tx = self.begin(durable)?;
         let now = now_ms();
-        for job in batch.iter_mut() {
-            job.apply(&tx, now)?;
+        {
+            // Every table a job opens stays open for the rest of the batch.
+            let tables = Tables::new(&tx);
+            for job in batch.iter_mut() {
+                job.apply(&tables, now)?;
+            }
         }
         tx.commit()?;
         Ok(())
@@ -430,7 +435,7 @@ impl WriterLoop {
     /// One sweep pass; returns how many schedule entries it visited.
     fn sweep(&mut self) -> StoreResult<usize> {
         let tx = self.core.begin(false)?;
-        let visited = sweep_expired(&tx, now_ms())?;
+        let visited = sweep_expired(&Tables::new(&tx), now_ms())?;
         if visited == 0 {
             tx.abort()?;
             return Ok(0);
