@@ -5,7 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step prints the minutes since the start, so a slow run shows where its time went (CI
+# must stay under 30 minutes on two cores).
+started=$SECONDS
+elapsed() { printf '%dm%02ds' $(((SECONDS - started) / 60)) $(((SECONDS - started) % 60)); }
+step() { printf '\n==> %s (at %s)\n' "$*" "$(elapsed)"; }
 
 step "setup"
 scripts/setup.sh
@@ -47,4 +51,4 @@ cargo build --release --locked --features mock --bin agentd-bench --bin mock-ope
 step "README commands, run as written"
 .venv/bin/python -m pytest -q -p no:cacheprovider tests/readme
 
-printf '\nall checks passed\n'
+printf '\nall checks passed in %s\n' "$(elapsed)"
