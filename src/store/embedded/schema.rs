@@ -2,7 +2,8 @@
 
 use redb::{Database, TableDefinition};
 
-use super::{scores, threads, vectors};
+use super::tables::Tables;
+use super::threads;
 use crate::store::{StoreError, StoreResult};
 
 /// thread id → (owner, created_ms, updated_ms, next message position, meta).
@@ -47,22 +48,8 @@ pub(super) const EXPIRING_CLAIM: u8 = 2;
 /// Creates every table, so that read transactions never meet a missing one.
 pub(super) fn create_tables(db: &Database) -> StoreResult<()> {
     let tx = db.begin_write()?;
-    tx.open_table(THREADS)?;
-    tx.open_table(DOCS)?;
-    tx.open_table(MESSAGES)?;
-    tx.open_table(RUNS)?;
-    tx.open_table(LOG_HEADS)?;
-    tx.open_table(LOG_ENTRIES)?;
-    tx.open_table(LOG_BATCHES)?;
-    tx.open_table(CLAIMS)?;
-    tx.open_table(INDEX)?;
-    tx.open_table(EXPIRY)?;
-    tx.open_table(LEASES)?;
-    tx.open_table(LEASE_OF)?;
-    vectors::create_tables(&tx)?;
-    scores::create_tables(&tx)?;
-    tx.open_table(threads::THREAD_DELETED)?;
-    tx.open_table(threads::RESOURCE_DOCS)?;
+    // The tables jobs write are the tables there are: one list of them, in `Tables`.
+    Tables::new(&tx).create_all()?;
     threads::backfill_list(&tx)?;
     tx.commit()?;
     Ok(())

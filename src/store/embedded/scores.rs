@@ -2,19 +2,13 @@
 //! records under positions 0, 1, 2… in the order they were appended.
 
 use bytes::Bytes;
-use redb::{ReadTransaction, ReadableTable, TableDefinition, WriteTransaction};
+use redb::{ReadTransaction, ReadableTable, TableDefinition};
 
 use super::tables::Tables;
 use crate::store::{StoreError, StoreResult};
 
 /// (list, position) → encoded score record.
 pub(super) const SCORES: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("scores");
-
-/// Creates the table (so that readers never meet a missing one).
-pub(super) fn create_tables(tx: &WriteTransaction) -> StoreResult<()> {
-    tx.open_table(SCORES)?;
-    Ok(())
-}
 
 /// Appends `score` at the next position of each list.
 pub(super) fn append(tx: &Tables<'_>, lists: &[String], score: &[u8]) -> StoreResult<()> {

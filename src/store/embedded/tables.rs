@@ -67,6 +67,13 @@ macro_rules! tables {
                 }
             }
 
+            /// Opens every table, creating those the file does not have yet (so that read
+            /// transactions never meet a missing one).
+            pub(super) fn create_all(&self) -> StoreResult<()> {
+                $(self.$name()?;)*
+                Ok(())
+            }
+
             $(
                 #[doc = concat!("The `", stringify!($name), "` table.")]
                 pub(super) fn $name(&self) -> StoreResult<RefMut<'_, Table<'tx, $key, $value>>> {

@@ -3,7 +3,7 @@
 //! a thread's (or some messages') vectors can be deleted without scanning the log.
 
 use bytes::Bytes;
-use redb::{ReadTransaction, ReadableTable, TableDefinition, WriteTransaction};
+use redb::{ReadTransaction, ReadableTable, TableDefinition};
 
 use super::tables::Tables;
 use crate::store::{StoreError, StoreResult, VectorBatch, VectorEntry};
@@ -18,14 +18,6 @@ pub(super) type VectorRow = (&'static str, u64, &'static [u8]);
 pub(super) const VECTOR_THREADS: TableDefinition<VectorThreadKey, u64> =
     TableDefinition::new("vector_threads");
 pub(super) type VectorThreadKey = (&'static str, &'static str, u64);
-
-/// Creates the tables (so that readers never meet a missing one).
-pub(super) fn create_tables(tx: &WriteTransaction) -> StoreResult<()> {
-    tx.open_table(VECTOR_HEADS)?;
-    tx.open_table(VECTORS)?;
-    tx.open_table(VECTOR_THREADS)?;
-    Ok(())
-}
 
 /// Appends `entries`; an entry for a message that already has one replaces it (and bumps the
 /// epoch, since readers may hold the old one).
